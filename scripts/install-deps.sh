@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the build and tests need from Debian's packages (and the npm packages of tests/js).
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(cmake ninja-build g++ clang libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev
+      libcpp-httplib-dev libhwy-dev libomp-dev pkg-config nodejs npm)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# JavaScript oracles used by the tests (tokenizer port, the official openai client), pinned by lockfile.
+if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
+  echo "install-deps: npm packages for tests/js"
+  (cd tests/js && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --silent; else npm install --no-audit --no-fund --silent; fi)
+fi

@@ -1,0 +1,80 @@
+// io: safetensors checkpoints, single file or sharded (model.safetensors.index.json). Files are mapped
+// lazily and validated strictly as untrusted input (docs/reliability.md §A): every rejection is a
+// Status with code kInvalidFile and a stable rule id naming the broken rule, the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "io/mapped_file.h"
+
+namespace dsv4 {
+
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;  // 100 MB, as the reference lib
+inline constexpr size_t kMaxTensorRank = 8;
+inline constexpr int kMaxHeaderJsonDepth = 16;
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;     // outermost first
+  uint64_t n_elements = 0;
+  std::span<const std::byte> data;  // points into the mapping; valid while the owner lives
+  int shard = 0;                    // index into Checkpoint::shard_paths()
+};
+
+// One .safetensors file, header parsed and validated; tensor data stays in the mapping.
+class SafetensorsFile {
+ public:
+  static Result<SafetensorsFile> open(const std::filesystem::path& path);
+  // Validates a header + data section held in memory (used by open and by the fuzz target).
+  static Result<std::vector<TensorInfo>> parse(std::span<const std::byte> file_bytes, std::string_view source);
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::filesystem::path& path() const { return file_->path(); }
+
+ private:
+  std::unique_ptr<MappedFile> file_;
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// A model's weights: DIR/model.safetensors.index.json + shards, or DIR/*.safetensors, or one file.
+class Checkpoint {
+ public:
+  static Result<Checkpoint> open(const std::filesystem::path& dir_or_file);
+
+  const TensorInfo* find(std::string_view name) const;
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
+  const std::vector<std::filesystem::path>& shard_paths() const { return shard_paths_; }
+  uint64_t total_bytes() const;
+
+ private:
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::filesystem::path> shard_paths_;
+  std::vector<TensorInfo> tensors_;
+};
+
+// Writing (make-tiny, tests). Tensors are written in the given order, data packed back to back.
+struct TensorToWrite {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;
+  std::vector<std::byte> bytes;
+};
+Status write_safetensors(const std::filesystem::path& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata = {});
+// Splits tensors across n_shards files "model-0000i-of-0000n.safetensors" and writes the index.
+Status write_sharded_checkpoint(const std::filesystem::path& dir, const std::vector<TensorToWrite>& tensors,
+                                int n_shards);
+
+}  // namespace dsv4

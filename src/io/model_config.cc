@@ -2,10 +2,13 @@
 // (inference/config.json); validation lives in validate_model_config.
 #include "io/model_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "io/strict_json.h"
 
 namespace dsv4 {
 namespace {
@@ -13,6 +16,7 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxConfigBytes = 1 << 20;  // a config.json is a few KB; refuse anything huge
+constexpr int kMaxConfigJsonDepth = 16;
 
 std::string src_msg(std::string_view source, const std::string& what) {
   return std::string(source) + ": " + what;
@@ -22,6 +26,8 @@ std::string src_msg(std::string_view source, const std::string& what) {
 Status read_int(const json& j, const char* key, int64_t& out, std::string_view source) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return Status::ok();
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return invalid_file("config.range", src_msg(source, std::string("field '") + key + "' does not fit 64 bits"));
   if (it->is_number_integer()) {
     out = it->get<int64_t>();
     return Status::ok();
@@ -43,7 +49,7 @@ Status read_double(const json& j, const char* key, double& out, std::string_view
     return invalid_file("config.type", src_msg(source, std::string("field '") + key + "' must be a number"));
   out = it->get<double>();
   if (!std::isfinite(out))
-    return invalid_file("config.range", src_msg(source, std::string("field '") + key + "' is not finite"));
+    return invalid_file("config.not_finite", src_msg(source, std::string("field '") + key + "' is not finite"));
   return Status::ok();
 }
 
@@ -156,10 +162,19 @@ Result<std::string> read_small_file(const std::filesystem::path& p) {
 }
 
 Result<json> parse_object(std::string_view text, std::string_view source) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return invalid_file("config.json_syntax", src_msg(source, "not valid JSON"));
-  if (!j.is_object()) return invalid_file("config.json_shape", src_msg(source, "top level is not a JSON object"));
-  return j;
+  if (text.size() > kMaxConfigBytes)
+    return invalid_file("config.too_large", src_msg(source, std::to_string(text.size()) + " bytes exceeds the 1 MiB limit"));
+  StrictJson parsed = parse_strict_json(text, kMaxConfigJsonDepth);
+  switch (parsed.error) {
+    case StrictJson::Error::kNone: break;
+    case StrictJson::Error::kTooDeep:
+      return invalid_file("config.json_too_deep", src_msg(source, "JSON nesting deeper than " + std::to_string(kMaxConfigJsonDepth)));
+    case StrictJson::Error::kSyntax: return invalid_file("config.json_syntax", src_msg(source, "not valid JSON"));
+    case StrictJson::Error::kDuplicateKey:
+      return invalid_file("config.duplicate_key", src_msg(source, "key '" + parsed.duplicate_key + "' appears twice in one object"));
+  }
+  if (!parsed.value.is_object()) return invalid_file("config.json_shape", src_msg(source, "top level is not a JSON object"));
+  return std::move(parsed.value);
 }
 
 }  // namespace
@@ -220,10 +235,10 @@ Result<ModelConfig> load_model_config(const std::filesystem::path& dir_or_file) 
 }
 
 Status validate_model_config(const ModelConfig& c, std::string_view s) {
-  auto bad = [&](const std::string& what) { return invalid_file("config.range", src_msg(s, what)); };
+  // Each constraint has its own rule id so callers and tests can tell them apart.
+  auto bad = [&](const char* rule, const std::string& what) { return invalid_file(rule, src_msg(s, what)); };
   if (c.model_type != "deepseek_v4")
-    return invalid_file("config.model_type", src_msg(s, "unsupported model_type '" + c.model_type +
-                                                            "' (this engine runs deepseek_v4)"));
+    return bad("config.model_type", "unsupported model_type '" + c.model_type + "' (this engine runs deepseek_v4)");
   struct Positive { const char* name; int64_t v; int64_t max; };
   const Positive positives[] = {
       {"vocab_size", c.vocab_size, 1 << 24},     {"hidden_size", c.dim, 1 << 16},
@@ -235,47 +250,68 @@ Status validate_model_config(const ModelConfig& c, std::string_view s) {
       {"qk_rope_head_dim", c.rope_head_dim, 1 << 12}, {"o_groups", c.o_groups, 1024},
       {"o_lora_rank", c.o_lora_rank, 1 << 16},   {"sliding_window", c.window_size, 1 << 20},
       {"hc_mult", c.hc_mult, 64},                {"hc_sinkhorn_iters", c.hc_sinkhorn_iters, 1000},
+      {"original_max_position_embeddings", c.original_seq_len, int64_t{1} << 32},
   };
   for (const auto& p : positives)
     if (p.v <= 0 || p.v > p.max)
-      return bad(std::string(p.name) + " = " + std::to_string(p.v) + " is out of range (1.." + std::to_string(p.max) + ")");
-  if (c.n_shared_experts < 0 || c.n_shared_experts > 64) return bad("n_shared_experts out of range");
-  if (c.n_hash_layers < 0 || c.n_hash_layers > c.n_layers) return bad("num_hash_layers must be in 0..num_hidden_layers");
-  if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16) return bad("n_mtp_layers out of range (0..16)");
-  if (c.n_activated_experts > c.n_routed_experts) return bad("num_experts_per_tok exceeds n_routed_experts");
-  if (c.dim % 128 != 0) return bad("hidden_size must be a multiple of 128 (FP8 block size)");
-  if (c.moe_inter_dim % 128 != 0) return bad("moe_intermediate_size must be a multiple of 128");
-  if (c.q_lora_rank % 128 != 0) return bad("q_lora_rank must be a multiple of 128");
-  if (c.rope_head_dim % 2 != 0 || c.rope_head_dim > c.head_dim) return bad("qk_rope_head_dim must be even and <= head_dim");
-  if ((c.head_dim - c.rope_head_dim) % 64 != 0) return bad("head_dim - qk_rope_head_dim must be a multiple of 64 (KV FP8 blocks)");
-  if (c.n_heads % c.o_groups != 0) return bad("num_attention_heads must be divisible by o_groups");
-  if ((c.n_heads * c.head_dim / c.o_groups) % 128 != 0) return bad("o-group width must be a multiple of 128");
-  if ((c.o_groups * c.o_lora_rank) % 128 != 0) return bad("o_groups * o_lora_rank must be a multiple of 128");
+      return bad("config.range", std::string(p.name) + " = " + std::to_string(p.v) + " is out of range (1.." + std::to_string(p.max) + ")");
+  if (c.n_shared_experts < 0 || c.n_shared_experts > 64) return bad("config.shared_experts", "n_shared_experts out of range (0..64)");
+  if (c.n_hash_layers < 0 || c.n_hash_layers > c.n_layers) return bad("config.hash_layers", "num_hash_layers must be in 0..num_hidden_layers");
+  if (c.n_mtp_layers < 0 || c.n_mtp_layers > 16) return bad("config.mtp_layers", "n_mtp_layers out of range (0..16)");
+  if (c.n_activated_experts > c.n_routed_experts)
+    return bad("config.experts_per_tok", "num_experts_per_tok = " + std::to_string(c.n_activated_experts) + " exceeds n_routed_experts = " +
+                                             std::to_string(c.n_routed_experts));
+  // FP8 activations are quantized in 1x128 K-blocks (spec §3), so every FP8/FP4 GEMM's K is a multiple of
+  // 128; FP4 expert scales (32-element blocks) are then aligned as well.
+  if (c.dim % 128 != 0) return bad("config.hidden_block", "hidden_size must be a multiple of 128 (FP8 block size)");
+  if (c.moe_inter_dim % 128 != 0) return bad("config.moe_inter_block", "moe_intermediate_size must be a multiple of 128");
+  if (c.q_lora_rank % 128 != 0) return bad("config.q_lora_block", "q_lora_rank must be a multiple of 128");
+  if (c.rope_head_dim % 2 != 0 || c.rope_head_dim > c.head_dim) return bad("config.rope_head_dim", "qk_rope_head_dim must be even and <= head_dim");
+  if ((c.head_dim - c.rope_head_dim) % 64 != 0)
+    return bad("config.nope_head_dim", "head_dim - qk_rope_head_dim must be a multiple of 64 (KV FP8 blocks)");
+  if (c.n_heads % c.o_groups != 0) return bad("config.o_groups", "num_attention_heads must be divisible by o_groups");
+  if ((c.n_heads * c.head_dim / c.o_groups) % 128 != 0) return bad("config.o_group_width", "o-group width must be a multiple of 128");
+  if ((c.o_groups * c.o_lora_rank) % 128 != 0) return bad("config.o_lora_block", "o_groups * o_lora_rank must be a multiple of 128");
   if (static_cast<int64_t>(c.compress_ratios.size()) != c.n_layers + c.n_mtp_layers)
-    return bad("compress_ratios has " + std::to_string(c.compress_ratios.size()) + " entries; expected num_hidden_layers + n_mtp_layers = " +
-               std::to_string(c.n_layers + c.n_mtp_layers));
+    return bad("config.compress_ratios_length",
+               "compress_ratios has " + std::to_string(c.compress_ratios.size()) +
+                   " entries; expected num_hidden_layers + n_mtp_layers = " + std::to_string(c.n_layers + c.n_mtp_layers));
   bool any_csa = false;
   for (size_t i = 0; i < c.compress_ratios.size(); ++i) {
     const int64_t r = c.compress_ratios[i];
-    if (r < 0 || r == 1 || r > 1 << 16) return bad("compress_ratios[" + std::to_string(i) + "] = " + std::to_string(r) + " is not 0 or a ratio >= 2");
+    if (r < 0 || r == 1 || r > 1 << 16)
+      return bad("config.compress_ratio_value", "compress_ratios[" + std::to_string(i) + "] = " + std::to_string(r) + " is not 0 or a ratio in 2..65536");
     if (r == 4) any_csa = true;
-    if (static_cast<int64_t>(i) >= c.n_layers && r != 0) return bad("MTP layers must have compress ratio 0");
+    if (static_cast<int64_t>(i) >= c.n_layers && r != 0)
+      return bad("config.mtp_compress_ratio", "compress_ratios[" + std::to_string(i) + "]: MTP layers must have compress ratio 0");
   }
   if (any_csa) {
-    if (c.index_n_heads <= 0 || c.index_n_heads > 1024) return bad("index_n_heads out of range");
+    if (c.index_n_heads <= 0 || c.index_n_heads > 1024) return bad("config.index_n_heads", "index_n_heads out of range (1..1024)");
     if (c.index_head_dim <= c.rope_head_dim || (c.index_head_dim & (c.index_head_dim - 1)) != 0 || c.index_head_dim % 32 != 0)
-      return bad("index_head_dim must be a power of two, > qk_rope_head_dim, a multiple of 32");
-    if (c.index_topk <= 0 || c.index_topk > 1 << 20) return bad("index_topk out of range");
+      return bad("config.index_head_dim", "index_head_dim = " + std::to_string(c.index_head_dim) +
+                                              " must be a power of two, > qk_rope_head_dim, a multiple of 32");
+    if (c.index_topk <= 0 || c.index_topk > 1 << 20) return bad("config.index_topk", "index_topk out of range (1..2^20)");
   }
   if (c.score_func != "sqrtsoftplus" && c.score_func != "softmax" && c.score_func != "sigmoid")
-    return bad("unknown scoring_func '" + c.score_func + "'");
-  if (c.expert_dtype != "fp4" && c.expert_dtype != "fp8") return bad("expert_dtype must be fp4 or fp8");
-  if (c.expert_dtype == "fp4" && (c.dim % 32 != 0 || c.moe_inter_dim % 32 != 0)) return bad("FP4 experts need K multiples of 32");
-  if (!(c.rope_theta > 0) || !(c.compress_rope_theta > 0) || !(c.rope_factor >= 1.0)) return bad("rope parameters out of range");
-  if (!(c.norm_eps > 0) || !(c.hc_eps >= 0)) return bad("eps values out of range");
-  if (c.original_seq_len <= 0) return bad("original_max_position_embeddings must be positive");
+    return bad("config.score_func", "unknown scoring_func '" + c.score_func + "'");
+  if (c.expert_dtype != "fp4" && c.expert_dtype != "fp8") return bad("config.expert_dtype", "expert_dtype must be fp4 or fp8");
+  if (!(c.rope_theta > 0) || !(c.compress_rope_theta > 0) || !(c.rope_factor >= 1.0) || !(c.beta_fast > 0) || !(c.beta_slow > 0))
+    return bad("config.rope", "rope parameters out of range (thetas and betas > 0, factor >= 1)");
+  if (!(c.norm_eps > 0) || !(c.hc_eps >= 0)) return bad("config.eps", "eps values out of range");
+  if (!(c.swiglu_limit >= 0)) return bad("config.swiglu_limit", "swiglu_limit must be >= 0 (0 = no clamp)");
+  if (!(c.route_scale > 0)) return bad("config.route_scale", "routed_scaling_factor must be > 0");
   if (c.vocab_size <= c.bos_token_id || c.vocab_size <= c.eos_token_id || c.bos_token_id < 0 || c.eos_token_id < 0)
-    return bad("bos/eos token ids must be inside the vocabulary");
+    return bad("config.token_ids", "bos/eos token ids must be inside the vocabulary");
+  if (c.dspark_block_size < 0 || c.dspark_block_size > 64) return bad("config.dspark", "dspark_block_size out of range (0..64)");
+  if (c.has_dspark()) {
+    if (c.dspark_markov_rank <= 0 || c.dspark_markov_rank > 1 << 16) return bad("config.dspark", "dspark_markov_rank out of range (1..65536)");
+    if (c.dspark_noise_token_id < 0 || c.dspark_noise_token_id >= c.vocab_size)
+      return bad("config.dspark", "dspark_noise_token_id must be inside the vocabulary");
+    if (c.dspark_target_layer_ids.empty() || c.dspark_target_layer_ids.size() > 64)
+      return bad("config.dspark", "dspark_target_layer_ids must list 1..64 layers");
+    for (int64_t id : c.dspark_target_layer_ids)
+      if (id < 0 || id >= c.n_layers) return bad("config.dspark", "dspark_target_layer_ids holds " + std::to_string(id) + ", not a backbone layer");
+  }
   return Status::ok();
 }
 

@@ -1,40 +1,181 @@
 // io: .npy reader/writer.
 #include "io/npy.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "core/checked_math.h"
+#include "io/mapped_file.h"
 
 namespace dsv4 {
 namespace {
+
+constexpr uint32_t kMaxNpyHeaderBytes = 1u << 20;
+constexpr size_t kMaxNpyRank = 32;  // numpy's own limit
 
 size_t descr_size(const std::string& d) {
   if (d.size() < 3) return 0;
   return static_cast<size_t>(std::atoi(d.c_str() + 2));
 }
 
-// Extracts the value text following 'key': in the header dict.
-std::string dict_value(const std::string& h, const std::string& key) {
-  const auto k = h.find("'" + key + "'");
-  if (k == std::string::npos) return {};
-  auto p = h.find(':', k);
-  if (p == std::string::npos) return {};
-  ++p;
-  while (p < h.size() && h[p] == ' ') ++p;
-  if (p >= h.size()) return {};
-  if (h[p] == '\'') {
-    const auto e = h.find('\'', p + 1);
-    return e == std::string::npos ? std::string{} : h.substr(p + 1, e - p - 1);
-  }
-  if (h[p] == '(') {
-    const auto e = h.find(')', p);
-    return e == std::string::npos ? std::string{} : h.substr(p, e - p + 1);
-  }
-  const auto e = h.find_first_of(",}", p);
-  return h.substr(p, e - p);
+bool is_supported_descr(std::string_view d) {
+  for (std::string_view ok : {"<f4", "<f8", "<i4", "<i8", "|u1", "|i1", "|b1", "<u1", "<i1", "<b1"})
+    if (d == ok) return true;
+  return false;
 }
+
+// The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }.
+// A small strict parser: quoted keys, and values that are a quoted string, True/False or a tuple of
+// non-negative integers. Anything else is an error.
+class NpyHeaderParser {
+ public:
+  explicit NpyHeaderParser(std::string_view h) : h_(h) {}
+
+  // Fills descr / fortran / shape; returns an error message, empty when fine.
+  std::string parse(std::string& descr, bool& fortran, std::vector<uint64_t>& shape) {
+    bool have_descr = false, have_order = false, have_shape = false;
+    skip_ws();
+    if (!eat('{')) return "header does not start with '{'";
+    for (;;) {
+      skip_ws();
+      if (eat('}')) break;
+      std::string key;
+      if (!quoted(key)) return "expected a quoted key";
+      skip_ws();
+      if (!eat(':')) return "expected ':' after '" + key + "'";
+      skip_ws();
+      if (key == "descr") {
+        if (have_descr || !quoted(descr)) return "bad or repeated 'descr'";
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        if (have_order) return "repeated 'fortran_order'";
+        if (word("True")) fortran = true;
+        else if (word("False")) fortran = false;
+        else return "'fortran_order' is not True or False";
+        have_order = true;
+      } else if (key == "shape") {
+        if (have_shape) return "repeated 'shape'";
+        if (std::string err = tuple(shape); !err.empty()) return err;
+        have_shape = true;
+      } else {
+        return "unknown key '" + key + "'";
+      }
+      skip_ws();
+      if (eat(',')) continue;
+      skip_ws();
+      if (eat('}')) break;
+      return "expected ',' or '}'";
+    }
+    skip_ws();
+    if (pos_ != h_.size()) return "bytes after the header dict";
+    if (!have_descr || !have_order || !have_shape) return "header lacks 'descr', 'fortran_order' or 'shape'";
+    return {};
+  }
+
+ private:
+  void skip_ws() {
+    while (pos_ < h_.size() && (h_[pos_] == ' ' || h_[pos_] == '\n' || h_[pos_] == '\t')) ++pos_;
+  }
+  bool eat(char c) {
+    if (pos_ < h_.size() && h_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool word(std::string_view w) {
+    if (h_.substr(pos_, w.size()) != w) return false;
+    pos_ += w.size();
+    return true;
+  }
+  bool quoted(std::string& out) {
+    if (!eat('\'')) return false;
+    const size_t end = h_.find('\'', pos_);
+    if (end == std::string_view::npos || end - pos_ > 64) return false;
+    out.assign(h_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return true;
+  }
+  std::string tuple(std::vector<uint64_t>& shape) {
+    if (!eat('(')) return "'shape' is not a tuple";
+    for (;;) {
+      skip_ws();
+      if (eat(')')) return {};
+      if (pos_ >= h_.size() || h_[pos_] < '0' || h_[pos_] > '9') return "'shape' holds a value that is not a non-negative integer";
+      uint64_t v = 0;
+      while (pos_ < h_.size() && h_[pos_] >= '0' && h_[pos_] <= '9') {
+        auto next = v > UINT64_MAX / 10 ? std::nullopt : checked_add(v * 10, static_cast<uint64_t>(h_[pos_] - '0'));
+        if (!next) return "'shape' dimension does not fit 64 bits";
+        v = *next;
+        ++pos_;
+      }
+      if (shape.size() >= kMaxNpyRank) return "'shape' has more than 32 dimensions";
+      shape.push_back(v);
+      skip_ws();
+      if (eat(')')) return {};
+      if (!eat(',')) return "expected ',' or ')' in 'shape'";
+    }
+  }
+
+  std::string_view h_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view source) {
+  const std::string src(source);
+  const auto* p = reinterpret_cast<const unsigned char*>(file.data());
+  if (file.size() < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) return invalid_file("npy.magic", src + ": not a .npy file");
+  const unsigned major = p[6];
+  uint64_t hl = 0, prefix = 0;
+  if (major == 1) {
+    hl = static_cast<uint64_t>(p[8]) | static_cast<uint64_t>(p[9]) << 8;
+    prefix = 10;
+  } else if (major == 2 || major == 3) {
+    if (file.size() < 12) return invalid_file("npy.truncated", src + ": file ends inside the header length");
+    for (int i = 0; i < 4; ++i) hl |= static_cast<uint64_t>(p[8 + i]) << (8 * i);
+    prefix = 12;
+  } else {
+    return invalid_file("npy.version", src + ": unsupported .npy version " + std::to_string(major));
+  }
+  if (hl > kMaxNpyHeaderBytes) return invalid_file("npy.header_too_large", src + ": header length " + std::to_string(hl) + " exceeds 1 MiB");
+  if (hl > file.size() - prefix)
+    return invalid_file("npy.truncated", src + ": header length " + std::to_string(hl) + " runs past the end of the file");
+  const std::string_view h(reinterpret_cast<const char*>(p + prefix), hl);
+  NpyArray a;
+  bool fortran = false;
+  if (std::string err = NpyHeaderParser(h).parse(a.descr, fortran, a.shape); !err.empty())
+    return invalid_file("npy.header_syntax", src + ": " + err);
+  if (fortran) return invalid_file("npy.order", src + ": only C-order arrays are supported");
+  if (!is_supported_descr(a.descr)) return invalid_file("npy.descr", src + ": unsupported dtype '" + a.descr + "'");
+  const size_t sz = descr_size(a.descr);
+  auto bytes = checked_product(a.shape);
+  if (bytes) bytes = checked_mul(*bytes, sz);
+  if (!bytes) return invalid_file("npy.size_overflow", src + ": shape × dtype size overflows 64 bits");
+  // A2: the data size is checked against the file before the buffer is allocated.
+  const uint64_t available = file.size() - prefix - hl;
+  if (*bytes > available)
+    return invalid_file("npy.truncated_data", src + ": shape needs " + std::to_string(*bytes) + " data bytes, file has " + std::to_string(available));
+  if (*bytes < available)
+    return invalid_file("npy.trailing_bytes", src + ": " + std::to_string(available - *bytes) + " bytes after the array data");
+  const std::byte* data = file.data() + prefix + hl;
+  a.bytes.assign(data, data + *bytes);
+  return a;
+}
+
+Result<NpyArray> read_npy(const std::filesystem::path& path) {
+  auto mapped = MappedFile::open(path);
+  if (!mapped) {
+    if (mapped.status().code() == StatusCode::kNotFound) return not_found("npy.missing", path.string() + ": no such file");
+    return mapped.status();
+  }
+  return parse_npy((*mapped)->bytes(), path.string());
+}
+
+namespace {
 
 Status write_npy(const std::filesystem::path& path, const std::string& descr, const std::vector<uint64_t>& shape,
                  const void* data, size_t elem_size) {
@@ -87,52 +228,6 @@ static std::vector<Out> convert(const NpyArray& a) {
 
 std::vector<float> NpyArray::to_f32() const { return convert<float>(*this); }
 std::vector<int64_t> NpyArray::to_i64() const { return convert<int64_t>(*this); }
-
-Result<NpyArray> read_npy(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("npy.missing", path.string() + ": cannot open");
-  char magic[8];
-  if (!f.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0)
-    return invalid_file("npy.magic", path.string() + ": not a .npy file");
-  uint32_t hl = 0;
-  if (magic[6] == 1) {
-    uint16_t h16;
-    if (!f.read(reinterpret_cast<char*>(&h16), 2)) return invalid_file("npy.truncated", path.string());
-    hl = h16;
-  } else if (magic[6] == 2 || magic[6] == 3) {
-    if (!f.read(reinterpret_cast<char*>(&hl), 4)) return invalid_file("npy.truncated", path.string());
-  } else {
-    return invalid_file("npy.version", path.string() + ": unsupported .npy version");
-  }
-  if (hl > (1u << 20)) return invalid_file("npy.header_too_large", path.string());
-  std::string h(hl, '\0');
-  if (!f.read(h.data(), hl)) return invalid_file("npy.truncated", path.string());
-  NpyArray a;
-  a.descr = dict_value(h, "descr");
-  if (dict_value(h, "fortran_order") != "False")
-    return invalid_file("npy.order", path.string() + ": only C-order arrays are supported");
-  const size_t sz = descr_size(a.descr);
-  if (a.descr.size() < 3 || (a.descr[0] != '<' && a.descr[0] != '|') || sz == 0 || sz > 8)
-    return invalid_file("npy.descr", path.string() + ": unsupported dtype '" + a.descr + "'");
-  const std::string shape_s = dict_value(h, "shape");
-  if (shape_s.empty() || shape_s.front() != '(') return invalid_file("npy.shape", path.string());
-  std::stringstream ss(shape_s.substr(1, shape_s.size() - 2));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (v < 0) return invalid_file("npy.shape", path.string() + ": negative dimension");
-    a.shape.push_back(static_cast<uint64_t>(v));
-  }
-  auto bytes = checked_product(a.shape);
-  if (bytes) bytes = checked_mul(*bytes, sz);
-  if (!bytes || *bytes > (64ull << 30)) return invalid_file("npy.size", path.string() + ": size overflow");
-  a.bytes.resize(*bytes);
-  if (!f.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(*bytes)))
-    return invalid_file("npy.truncated", path.string() + ": data shorter than the shape says");
-  return a;
-}
 
 Status write_npy_f32(const std::filesystem::path& path, const std::vector<uint64_t>& shape, const float* data) {
   return write_npy(path, "<f4", shape, data, 4);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,12 @@ struct NpyArray {
   std::vector<int64_t> to_i64() const;
 };
 
+// Reads a .npy file: maps it and runs parse_npy. Every size in the header is checked against the file
+// before anything is allocated from it.
 Result<NpyArray> read_npy(const std::filesystem::path& path);
+// Validates and decodes a whole .npy file held in memory; `source` names it in error messages.
+// Accepted dtypes: <f4 <f8 <i4 <i8 |u1 |i1 |b1 (the ones to_f32/to_i64 convert); C order only.
+Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view source);
 Status write_npy_f32(const std::filesystem::path& path, const std::vector<uint64_t>& shape, const float* data);
 Status write_npy_i32(const std::filesystem::path& path, const std::vector<uint64_t>& shape, const int32_t* data);
 

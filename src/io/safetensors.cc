@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/checked_math.h"
+#include "io/strict_json.h"
 
 namespace dsv4 {
 namespace {
@@ -27,65 +28,120 @@ Status bad(std::string_view rule, std::string_view source, std::string_view tens
   return invalid_file(std::string(rule), msg);
 }
 
-// Maximum nesting depth of JSON text, counted outside string literals. Run before parsing so a deeply
-// nested header is rejected without recursing into it.
-int json_depth(std::string_view text) {
-  int depth = 0, max_depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '{' || c == '[') max_depth = std::max(max_depth, ++depth);
-    else if (c == '}' || c == ']') --depth;
+// Parses an untrusted JSON document; `prefix` names the file kind in the rule ids ("safetensors", "index").
+// A duplicate key of the top-level object gets `top_duplicate_rule` (a duplicate tensor name in a header).
+Result<json> parse_json(std::string_view text, std::string_view source, const std::string& prefix,
+                        const std::string& top_duplicate_rule) {
+  StrictJson parsed = parse_strict_json(text, kMaxHeaderJsonDepth);
+  switch (parsed.error) {
+    case StrictJson::Error::kNone: return std::move(parsed.value);
+    case StrictJson::Error::kTooDeep:
+      return bad(prefix + ".json_too_deep", source, "", "JSON nesting deeper than " + std::to_string(kMaxHeaderJsonDepth));
+    case StrictJson::Error::kSyntax: return bad(prefix + ".json_syntax", source, "", "not valid JSON");
+    case StrictJson::Error::kDuplicateKey:
+      if (parsed.duplicate_depth == 1)
+        return bad(top_duplicate_rule, source, parsed.duplicate_key, "name appears twice");
+      return bad(prefix + ".duplicate_key", source, "", "key '" + parsed.duplicate_key + "' appears twice in one object");
   }
-  return max_depth;
+  return bad(prefix + ".json_syntax", source, "", "not valid JSON");
 }
 
-// Parses JSON, rejecting duplicate keys in any object (nlohmann would silently keep the last one).
-Result<json> parse_json_strict(std::string_view text, std::string_view source, std::string_view rule_prefix,
-                               std::string* duplicate_key) {
-  if (json_depth(text) > kMaxHeaderJsonDepth)
-    return bad(std::string(rule_prefix) + ".header_too_deep", source, "",
-               "JSON nesting deeper than " + std::to_string(kMaxHeaderJsonDepth));
-  std::vector<std::set<std::string>> keys_by_depth;
-  bool dup = false;
-  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) {
-      if (static_cast<int>(keys_by_depth.size()) <= depth + 1) keys_by_depth.resize(depth + 2);
-      keys_by_depth[depth + 1].clear();
-    } else if (ev == json::parse_event_t::key) {
-      if (static_cast<int>(keys_by_depth.size()) <= depth) keys_by_depth.resize(depth + 1);
-      const std::string k = parsed.get<std::string>();
-      if (!keys_by_depth[depth].insert(k).second && !dup) {
-        dup = true;
-        *duplicate_key = k;
-      }
-    }
-    return true;
-  };
-  json j = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
-  if (j.is_discarded())
-    return bad(std::string(rule_prefix) + ".header_json", source, "", "header is not valid JSON");
-  if (dup) return bad(std::string(rule_prefix) + ".duplicate_key", source, *duplicate_key, "name appears twice");
-  return j;
-}
-
-Result<uint64_t> json_u64(const json& v) {
+// A non-negative JSON integer; `negative` tells a negative integer apart from a float, string, ...
+std::optional<uint64_t> json_u64(const json& v, bool* negative) {
+  *negative = false;
   if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  return invalid_file("", "");
+  if (v.is_number_integer()) {
+    if (v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+    *negative = true;
+  } else if (v.is_number_float() && v.get<double>() < 0) {
+    *negative = true;
+  }
+  return std::nullopt;
 }
 
-bool is_plain_file_name(std::string_view name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 255) return false;
-  for (char c : name)
-    if (c == '/' || c == '\\' || c == '\0') return false;
-  return true;
+// Shard names in an index must name a file directly inside the model directory. Returns the rule a bad
+// name breaks, or empty when the name is a plain file name.
+std::string shard_name_rule(std::string_view name) {
+  if (name.empty()) return "index.shard_empty";
+  if (name.size() > 255) return "index.shard_too_long";
+  if (name.front() == '/' || name.front() == '\\') return "index.shard_absolute";
+  if (name == "." || name == ".." || name.starts_with("../") || name.starts_with("..\\")) return "index.shard_parent";
+  for (char c : name) {
+    if (c == '/' || c == '\\') return "index.shard_subdir";
+    if (static_cast<unsigned char>(c) < 0x20) return "index.shard_chars";
+  }
+  return {};
+}
+
+bool has_control_char(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+}
+
+// Validates one header entry (everything but its place in the data section).
+Status parse_entry(const std::string& name, const json& e, uint64_t data_size, std::string_view src, TensorInfo& t,
+                   uint64_t& begin, uint64_t& end) {
+  if (name.empty()) return bad("safetensors.name_empty", src, "", "a tensor has an empty name");
+  if (name.size() > kMaxTensorNameBytes)
+    return bad("safetensors.name_too_long", src, name.substr(0, 64) + "...", "tensor name is longer than 1024 bytes");
+  if (has_control_char(name)) return bad("safetensors.name_chars", src, "", "a tensor name holds control characters");
+  if (!e.is_object()) return bad("safetensors.entry_not_object", src, name, "entry is not an object");
+  for (auto f = e.begin(); f != e.end(); ++f)
+    if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
+      return bad("safetensors.entry_field", src, name, "unknown field '" + f.key() + "'");
+
+  auto dt = e.find("dtype");
+  if (dt == e.end()) return bad("safetensors.dtype_missing", src, name, "no dtype");
+  if (!dt->is_string()) return bad("safetensors.dtype_type", src, name, "dtype is not a string");
+  const auto dtype = parse_dtype(dt->get<std::string>());
+  if (!dtype) return bad("safetensors.dtype_unknown", src, name, "unsupported dtype '" + dt->get<std::string>() + "'");
+
+  auto sh = e.find("shape");
+  if (sh == e.end()) return bad("safetensors.shape_missing", src, name, "no shape");
+  if (!sh->is_array()) return bad("safetensors.shape_type", src, name, "shape is not an array");
+  if (sh->size() > kMaxTensorRank)
+    return bad("safetensors.rank", src, name, "rank " + std::to_string(sh->size()) + " exceeds " + std::to_string(kMaxTensorRank));
+  t.name = name;
+  t.dtype = *dtype;
+  for (const auto& d : *sh) {
+    bool negative = false;
+    auto v = json_u64(d, &negative);
+    if (!v) {
+      if (negative) return bad("safetensors.shape_negative", src, name, "shape holds a negative value");
+      return bad("safetensors.shape_not_integer", src, name, "shape holds a value that is not an integer");
+    }
+    t.shape.push_back(*v);
+  }
+
+  auto off = e.find("data_offsets");
+  if (off == e.end()) return bad("safetensors.offsets_missing", src, name, "no data_offsets");
+  if (!off->is_array()) return bad("safetensors.offsets_type", src, name, "data_offsets is not an array");
+  if (off->size() != 2)
+    return bad("safetensors.offsets_arity", src, name, "data_offsets has " + std::to_string(off->size()) + " values, not [begin, end]");
+  bool neg_b = false, neg_e = false;
+  auto b = json_u64((*off)[0], &neg_b);
+  auto en = json_u64((*off)[1], &neg_e);
+  if (neg_b || neg_e) return bad("safetensors.offsets_negative", src, name, "data_offsets hold a negative value");
+  if (!b || !en) return bad("safetensors.offsets_not_integer", src, name, "data_offsets hold a value that is not an integer");
+  if (*b > *en) return bad("safetensors.offsets_order", src, name, "data_offsets begin > end");
+
+  // Every partial product must fit, also when a zero dim makes the element count 0: strides computed
+  // from such a shape would overflow downstream.
+  std::optional<uint64_t> bytes = dtype_size(t.dtype);
+  for (uint64_t d : t.shape)
+    if (bytes) bytes = checked_mul(*bytes, std::max<uint64_t>(d, 1));
+  if (!bytes) return bad("safetensors.size_overflow", src, name, "shape × dtype size overflows 64 bits");
+  const uint64_t elems = *checked_product(t.shape);  // <= bytes, cannot overflow
+  const uint64_t nbytes = elems * dtype_size(t.dtype);
+  if (nbytes != *en - *b)
+    return bad("safetensors.byte_count", src, name,
+               "shape × dtype size = " + std::to_string(nbytes) + " bytes but data_offsets span " + std::to_string(*en - *b));
+  if (*en > data_size)
+    return bad("safetensors.offsets_past_eof", src, name,
+               "data_offsets end " + std::to_string(*en) + " is past the data section (" + std::to_string(data_size) + " bytes)");
+  t.n_elements = elems;
+  begin = *b;
+  end = *en;
+  return Status::ok();
 }
 
 }  // namespace
@@ -100,10 +156,9 @@ Result<std::vector<TensorInfo>> SafetensorsFile::parse(std::span<const std::byte
   if (n > file.size() - 8)
     return bad("safetensors.header_past_eof", src, "",
                "header length " + std::to_string(n) + " runs past the end of the " + std::to_string(file.size()) + "-byte file");
-  if (n < 2) return bad("safetensors.header_json", src, "", "header is empty");
+  if (n == 0) return bad("safetensors.header_empty", src, "", "header length is 0");
   const std::string_view text(reinterpret_cast<const char*>(file.data() + 8), n);
-  std::string dup;
-  DSV4_ASSIGN_OR_RETURN(json header, parse_json_strict(text, src, "safetensors", &dup));
+  DSV4_ASSIGN_OR_RETURN(json header, parse_json(text, src, "safetensors", "safetensors.duplicate_tensor"));
   if (!header.is_object()) return bad("safetensors.header_not_object", src, "", "header is not a JSON object");
 
   const uint64_t data_size = file.size() - 8 - n;
@@ -112,54 +167,17 @@ Result<std::vector<TensorInfo>> SafetensorsFile::parse(std::span<const std::byte
   struct Range { uint64_t begin, end; size_t idx; };
   std::vector<Range> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    if (name == "__metadata__") {
-      if (!it->is_object()) return bad("safetensors.metadata", src, "", "__metadata__ is not an object");
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) return bad("safetensors.metadata_not_object", src, "", "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m)
-        if (!m->is_string()) return bad("safetensors.metadata", src, "", "__metadata__ value '" + m.key() + "' is not a string");
+        if (!m->is_string()) return bad("safetensors.metadata_value", src, "", "__metadata__ value '" + m.key() + "' is not a string");
       continue;
     }
-    if (name.empty() || name.size() > kMaxTensorNameBytes)
-      return bad("safetensors.name", src, "", "tensor name is empty or longer than 1024 bytes");
-    const json& e = *it;
-    if (!e.is_object()) return bad("safetensors.entry_not_object", src, name, "entry is not an object");
-    for (auto f = e.begin(); f != e.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
-        return bad("safetensors.entry_field", src, name, "unknown field '" + f.key() + "'");
-    if (!e.contains("dtype") || !e["dtype"].is_string())
-      return bad("safetensors.dtype_missing", src, name, "missing or non-string dtype");
-    const auto dtype = parse_dtype(e["dtype"].get<std::string>());
-    if (!dtype) return bad("safetensors.dtype_unknown", src, name, "unsupported dtype '" + e["dtype"].get<std::string>() + "'");
-    if (!e.contains("shape") || !e["shape"].is_array())
-      return bad("safetensors.shape_missing", src, name, "missing or non-array shape");
-    if (e["shape"].size() > kMaxTensorRank)
-      return bad("safetensors.rank", src, name, "rank " + std::to_string(e["shape"].size()) + " exceeds " + std::to_string(kMaxTensorRank));
     TensorInfo t;
-    t.name = name;
-    t.dtype = *dtype;
-    for (const auto& d : e["shape"]) {
-      auto v = json_u64(d);
-      if (!v) return bad("safetensors.shape_value", src, name, "shape holds a negative or non-integer value");
-      t.shape.push_back(*v);
-    }
-    if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
-      return bad("safetensors.offsets_missing", src, name, "data_offsets must be [begin, end]");
-    auto b = json_u64(e["data_offsets"][0]);
-    auto en = json_u64(e["data_offsets"][1]);
-    if (!b || !en) return bad("safetensors.offsets_value", src, name, "data_offsets hold a negative or non-integer value");
-    if (*b > *en) return bad("safetensors.offsets_order", src, name, "data_offsets begin > end");
-    auto elems = checked_product(t.shape);
-    auto bytes = elems ? checked_mul(*elems, dtype_size(t.dtype)) : std::nullopt;
-    if (!bytes) return bad("safetensors.size_overflow", src, name, "shape × dtype size overflows 64 bits");
-    if (*bytes != *en - *b)
-      return bad("safetensors.byte_count", src, name,
-                 "shape × dtype size = " + std::to_string(*bytes) + " bytes but data_offsets span " + std::to_string(*en - *b));
-    if (*en > data_size)
-      return bad("safetensors.offsets_past_eof", src, name,
-                 "data_offsets end " + std::to_string(*en) + " is past the data section (" + std::to_string(data_size) + " bytes)");
-    t.n_elements = *elems;
-    t.data = std::span<const std::byte>(data_begin + *b, *en - *b);
-    ranges.push_back({*b, *en, out.size()});
+    uint64_t b = 0, e = 0;
+    DSV4_RETURN_IF_ERROR(parse_entry(it.key(), *it, data_size, src, t, b, e));
+    t.data = std::span<const std::byte>(data_begin + b, e - b);
+    ranges.push_back({b, e, out.size()});
     out.push_back(std::move(t));
   }
   // Exact tiling: sorted by begin, ranges must abut with no gap or overlap and cover the data section.
@@ -208,45 +226,68 @@ uint64_t Checkpoint::total_bytes() const {
   return s;
 }
 
+namespace {
+
+struct IndexFile {
+  std::vector<std::string> shard_names;          // sorted, unique
+  std::map<std::string, std::string> tensor_to_shard;
+  std::optional<uint64_t> total_size;
+};
+
+Result<IndexFile> read_index(const std::filesystem::path& index_path) {
+  const std::string src = index_path.string();
+  DSV4_ASSIGN_OR_RETURN(auto idx_file, MappedFile::open(index_path));
+  if (idx_file->size() > kMaxIndexBytes) return bad("index.too_large", src, "", "index file exceeds 64 MiB");
+  const std::string_view text(reinterpret_cast<const char*>(idx_file->bytes().data()), idx_file->size());
+  DSV4_ASSIGN_OR_RETURN(json idx, parse_json(text, src, "index", "index.duplicate_key"));
+  if (!idx.is_object()) return bad("index.not_object", src, "", "index is not a JSON object");
+  auto wm = idx.find("weight_map");
+  if (wm == idx.end()) return bad("index.weight_map_missing", src, "", "no weight_map");
+  if (!wm->is_object()) return bad("index.weight_map_type", src, "", "weight_map is not an object");
+  if (wm->empty()) return bad("index.weight_map_empty", src, "", "weight_map lists no tensors");
+  IndexFile out;
+  std::set<std::string> shard_set;
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it->is_string()) return bad("index.shard_type", src, it.key(), "shard is not a string");
+    const std::string shard = it->get<std::string>();
+    if (std::string rule = shard_name_rule(shard); !rule.empty())
+      return bad(rule, src, it.key(), "shard '" + shard + "' is not a plain file name in the model directory");
+    out.tensor_to_shard[it.key()] = shard;
+    shard_set.insert(shard);
+  }
+  out.shard_names.assign(shard_set.begin(), shard_set.end());
+  if (auto md = idx.find("metadata"); md != idx.end()) {
+    if (!md->is_object()) return bad("index.metadata_type", src, "", "metadata is not an object");
+    if (auto ts = md->find("total_size"); ts != md->end()) {
+      bool negative = false;
+      auto v = json_u64(*ts, &negative);
+      if (!v) return bad("index.total_size_type", src, "", "metadata.total_size is not a non-negative integer");
+      out.total_size = *v;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file) {
   namespace fs = std::filesystem;
   std::error_code ec;
   Checkpoint ck;
   std::vector<std::string> shard_names;
-  std::map<std::string, std::string> index_map;  // tensor -> shard file name
-  std::optional<uint64_t> index_total;
+  IndexFile index;
+  bool has_index = false;
   fs::path dir;
+  const fs::path index_name = "model.safetensors.index.json";
   if (fs::is_regular_file(dir_or_file, ec)) {
     dir = dir_or_file.parent_path();
     shard_names.push_back(dir_or_file.filename().string());
   } else if (fs::is_directory(dir_or_file, ec)) {
     dir = dir_or_file;
-    const fs::path index_path = dir / "model.safetensors.index.json";
-    if (fs::exists(index_path, ec)) {
-      DSV4_ASSIGN_OR_RETURN(auto idx_file, MappedFile::open(index_path));
-      if (idx_file->size() > kMaxIndexBytes)
-        return bad("index.too_large", index_path.string(), "", "index file exceeds 64 MiB");
-      const std::string_view text(reinterpret_cast<const char*>(idx_file->bytes().data()), idx_file->size());
-      std::string dup;
-      DSV4_ASSIGN_OR_RETURN(json idx, parse_json_strict(text, index_path.string(), "index", &dup));
-      if (!idx.is_object()) return bad("index.not_object", index_path.string(), "", "index is not a JSON object");
-      if (!idx.contains("weight_map") || !idx["weight_map"].is_object())
-        return bad("index.weight_map", index_path.string(), "", "missing or non-object weight_map");
-      std::set<std::string> shard_set;
-      for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-        if (!it->is_string()) return bad("index.shard_name", index_path.string(), it.key(), "shard is not a string");
-        const std::string shard = it->get<std::string>();
-        if (!is_plain_file_name(shard))
-          return bad("index.shard_name", index_path.string(), it.key(), "shard '" + shard + "' is not a plain file name in the model directory");
-        index_map[it.key()] = shard;
-        if (shard_set.insert(shard).second) shard_names.push_back(shard);
-      }
-      if (idx.contains("metadata") && idx["metadata"].is_object() && idx["metadata"].contains("total_size")) {
-        auto ts = json_u64(idx["metadata"]["total_size"]);
-        if (!ts) return bad("index.total_size", index_path.string(), "", "metadata.total_size is not a non-negative integer");
-        index_total = *ts;
-      }
-      std::sort(shard_names.begin(), shard_names.end());
+    if (fs::exists(dir / index_name, ec)) {
+      DSV4_ASSIGN_OR_RETURN(index, read_index(dir / index_name));
+      has_index = true;
+      shard_names = index.shard_names;
     } else {
       for (const auto& entry : fs::directory_iterator(dir, ec))
         if (entry.path().extension() == ".safetensors") shard_names.push_back(entry.path().filename().string());
@@ -257,40 +298,59 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file) {
     return not_found("checkpoint.missing", dir_or_file.string() + ": no such file or directory");
   }
 
-  const fs::path canon_dir = fs::weakly_canonical(dir.empty() ? fs::path(".") : dir, ec);
-  std::map<std::string, int> seen;  // tensor -> shard
+  if (dir.empty()) dir = ".";
+  const fs::path canon_dir = fs::weakly_canonical(dir, ec);
+  if (ec) return io_error("checkpoint.dir", dir.string() + ": " + ec.message());
+  // Pass 1: map and validate every shard on its own.
+  std::vector<std::vector<TensorInfo>> per_shard;
   for (const std::string& shard : shard_names) {
-    const fs::path p = (dir.empty() ? fs::path(".") : dir) / shard;
-    // A symlinked shard must still resolve inside the model directory.
-    const fs::path canon = fs::weakly_canonical(p, ec);
-    auto rel = canon.lexically_relative(canon_dir);
-    if (ec || rel.empty() || *rel.begin() == "..")
-      return bad("index.shard_escapes", p.string(), "", "shard resolves outside the model directory");
+    const fs::path p = dir / shard;
+    if (has_index && !fs::exists(fs::symlink_status(p, ec)))
+      return not_found("index.shard_missing", (dir / index_name).string() + ": shard '" + shard + "' does not exist");
+    // A shard the index names must resolve inside the model directory, also through symlinks (a file
+    // named directly, or found by listing the directory, is the user's own choice).
+    if (has_index) {
+      const fs::path canon = fs::weakly_canonical(p, ec);
+      const fs::path rel = ec ? fs::path() : canon.lexically_relative(canon_dir);
+      if (rel.empty() || *rel.begin() == "..")
+        return bad("index.shard_escapes", p.string(), "", "shard resolves outside the model directory");
+    }
     DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(p));
     DSV4_ASSIGN_OR_RETURN(auto infos, SafetensorsFile::parse(mapped->bytes(), p.string()));
-    const int shard_idx = static_cast<int>(ck.files_.size());
-    for (auto& t : infos) {
-      if (auto [it, inserted] = seen.emplace(t.name, shard_idx); !inserted)
-        return bad("checkpoint.duplicate_tensor", p.string(), t.name,
-                   "also present in " + ck.shard_paths_[it->second].string());
-      if (!index_map.empty()) {
-        auto im = index_map.find(t.name);
-        if (im == index_map.end()) return bad("index.tensor_unlisted", p.string(), t.name, "tensor is not listed in the index");
-        if (im->second != shard) return bad("index.tensor_wrong_shard", p.string(), t.name, "index places it in " + im->second);
-      }
-      t.shard = shard_idx;
-      ck.tensors_.push_back(std::move(t));
-    }
     ck.shard_paths_.push_back(p);
     ck.files_.push_back(std::move(mapped));
+    per_shard.push_back(std::move(infos));
   }
-  for (const auto& [name, shard] : index_map)
-    if (!seen.count(name))
-      return bad("index.tensor_missing", (dir / shard).string(), name, "listed in the index but absent from its shard");
+  // Pass 2: no tensor in two shards (checked over all shards first, so the rule does not depend on
+  // which shard sorts first), then agreement with the index in both directions.
+  std::map<std::string_view, int> seen;  // tensor -> shard
+  for (size_t s = 0; s < per_shard.size(); ++s)
+    for (const TensorInfo& t : per_shard[s])
+      if (auto [it, inserted] = seen.emplace(t.name, static_cast<int>(s)); !inserted)
+        return bad("checkpoint.duplicate_tensor", ck.shard_paths_[s].string(), t.name,
+                   "also present in " + ck.shard_paths_[static_cast<size_t>(it->second)].string());
+  if (has_index) {
+    for (size_t s = 0; s < per_shard.size(); ++s)
+      for (const TensorInfo& t : per_shard[s]) {
+        auto im = index.tensor_to_shard.find(t.name);
+        if (im == index.tensor_to_shard.end())
+          return bad("index.tensor_unlisted", ck.shard_paths_[s].string(), t.name, "tensor is not listed in the index");
+        if (im->second != shard_names[s])
+          return bad("index.tensor_wrong_shard", ck.shard_paths_[s].string(), t.name, "index places it in " + im->second);
+      }
+    for (const auto& [name, shard] : index.tensor_to_shard)
+      if (!seen.count(name))
+        return bad("index.tensor_missing", (dir / shard).string(), name, "listed in the index but absent from its shard");
+  }
+  for (size_t s = 0; s < per_shard.size(); ++s)
+    for (TensorInfo& t : per_shard[s]) {
+      t.shard = static_cast<int>(s);
+      ck.tensors_.push_back(std::move(t));
+    }
   std::sort(ck.tensors_.begin(), ck.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
-  if (index_total && *index_total != ck.total_bytes())
-    return bad("index.total_size", (dir / "model.safetensors.index.json").string(), "",
-               "metadata.total_size " + std::to_string(*index_total) + " != " + std::to_string(ck.total_bytes()) + " bytes of tensors");
+  if (index.total_size && *index.total_size != ck.total_bytes())
+    return bad("index.total_size", (dir / index_name).string(), "",
+               "metadata.total_size " + std::to_string(*index.total_size) + " != " + std::to_string(ck.total_bytes()) + " bytes of tensors");
   return ck;
 }
 

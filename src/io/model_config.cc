@@ -49,7 +49,7 @@ Status read_double(const json& j, const char* key, double& out, std::string_view
     return invalid_file("config.type", src_msg(source, std::string("field '") + key + "' must be a number"));
   out = it->get<double>();
   if (!std::isfinite(out))
-    return invalid_file("config.not_finite", src_msg(source, std::string("field '") + key + "' is not finite"));
+    return invalid_file("config.range", src_msg(source, std::string("field '") + key + "' is not finite"));  // defensive: the parser already rejects 1e999
   return Status::ok();
 }
 

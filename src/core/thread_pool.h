@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace dsv4 {
@@ -29,7 +30,8 @@ class ThreadPool {
   // No allocation: fn is called through a plain function pointer and a pointer to the caller's lambda.
   template <typename Fn>
   void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
-    auto trampoline = [](void* ctx, int64_t b, int64_t e, int c) { (*static_cast<Fn*>(ctx))(b, e, c); };
+    using F = std::remove_reference_t<Fn>;
+    auto trampoline = [](void* ctx, int64_t b, int64_t e, int c) { (*static_cast<F*>(ctx))(b, e, c); };
     run(n, grain, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
   }
 

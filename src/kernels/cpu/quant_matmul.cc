@@ -1,0 +1,101 @@
+// kernels: fp8_gemm / fp4_gemm drivers — ISA dispatch (once per call), the row split across the thread
+// pool, and cache blocking: a block of rows is swept for each group of up to 4 tokens, so for prefill
+// the row block (≤ 64 KB of packed weights) stays in L2 while every token group reuses it.
+#include "kernels/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/check.h"
+#include "core/formats.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/quant_tiles.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using detail::kTileRows;
+using detail::kTileTokens;
+
+constexpr int64_t kRowBlock = 32;  // rows swept per token group (prefill cache blocking)
+constexpr int64_t kRowGrain = 16;  // pool chunks start on multiples of this (keeps tile pairs fixed)
+
+// Grow-only per-thread buffer for the FP4 activation permutation: allocates when a larger shape is first
+// seen, never in steady-state decode.
+float* fp4_x_scratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+template <typename Tile, typename TileFn, typename SetRow>
+void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, float* out, const MatmulOptions& opt,
+              TileFn tile_fn, SetRow set_row) {
+  auto body = [&](int64_t r0, int64_t r1, int) {
+    Tile t;
+    t.k = k;
+    t.ldx = k;
+    for (int64_t nb = r0; nb < r1; nb += kRowBlock) {
+      const int64_t ne = std::min(r1, nb + kRowBlock);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+        t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
+        t.x = x + t0 * k;
+        for (int64_t n = nb; n < ne; n += kTileRows) {
+          t.n_rows = static_cast<int>(std::min<int64_t>(kTileRows, ne - n));
+          for (int r = 0; r < t.n_rows; ++r) set_row(t, r, n + r);
+          tile_fn(t);
+          for (int j = 0; j < t.n_tokens; ++j) {
+            float* o = out + (t0 + j) * n_rows + n;
+            for (int r = 0; r < t.n_rows; ++r) o[r] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
+          }
+        }
+      }
+    }
+  };
+  if (opt.pool != nullptr) {
+    opt.pool->parallel_for(n_rows, kRowGrain, body);
+  } else if (n_rows > 0) {
+    body(0, n_rows, 0);
+  }
+}
+
+}  // namespace
+
+int64_t fp8_weight_bytes(const Fp8Matrix& w) {
+  return w.n_rows * w.n_cols + ((w.n_rows + 127) / 128) * ((w.n_cols + 127) / 128);
+}
+
+int64_t fp4_weight_bytes(const Fp4Matrix& w) { return w.n_rows * (w.n_cols / 2) + w.n_rows * (w.n_cols / 32); }
+
+void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {
+  DSV4_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "fp8_gemm: negative shape");
+  if (w.n_rows == 0 || n_tokens == 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  const int64_t scale_cols = (w.n_cols + 127) / 128;
+  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, out, opt, detail::fp8_tile_for(isa),
+                            [&](detail::Fp8Tile& t, int r, int64_t row) {
+                              t.w[r] = w.codes + row * w.n_cols;
+                              t.s[r] = w.scales + (row / 128) * scale_cols;
+                            });
+}
+
+void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {
+  DSV4_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "fp4_gemm: negative shape");
+  DSV4_CHECK(w.n_cols % 32 == 0, "fp4_gemm: n_cols must be a multiple of 32");
+  if (w.n_rows == 0 || n_tokens == 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  const float* xs = x;
+  if (detail::fp4_tile_wants_permuted_x(isa)) {
+    float* xp = fp4_x_scratch(n_tokens * w.n_cols);
+    detail::fp4_permute_x(x, n_tokens, w.n_cols, xp);
+    xs = xp;
+  }
+  const int64_t half = w.n_cols / 2, n_sblocks = w.n_cols / 32;
+  run_rows<detail::Fp4Tile>(w.n_rows, n_tokens, w.n_cols, xs, out, opt, detail::fp4_tile_for(isa),
+                            [&](detail::Fp4Tile& t, int r, int64_t row) {
+                              t.w[r] = w.packed + row * half;
+                              t.s[r] = w.scales + row * n_sblocks;
+                            });
+}
+
+}  // namespace dsv4::kernels

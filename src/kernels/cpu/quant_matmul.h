@@ -1,0 +1,60 @@
+// kernels: block-scaled FP8 and FP4 weight matmuls on the CPU, reading the checkpoint's packed weights
+// directly and decoding them in registers (no dequantized copy of a weight matrix ever exists).
+// out[t, n] = Σ_k x[t, k] · w[n, k], fp32 accumulation, optionally rounded to bf16 (spec §2.0, §3).
+//
+// Activations are passed as floats holding the already fake-quantized values x_q·s_x (core/quant.h
+// fake_quant_fp8, 1×128 blocks). Why floats rather than E4M3 codes + scales: every x_q·s_x is exact in
+// fp32, so Σ (x_q s_x)(w_q s_w) is the spec's Σ_blocks (Σ x_q w_q)·s_x·s_w up to fp32 accumulation order;
+// the activation row is tiny next to the weight stream (it lives in L1), so codes would save no bandwidth
+// while forcing every caller through a second representation.
+//
+// One kernel name is carried through every tier: fp8_gemm / fp4_gemm (this API) → per-ISA row tiles
+// (quant_matmul_{scalar,avx2,avx512}.cc) → bench cases "fp8_gemm/<isa>/m=<n_tokens>". A GEMV is the
+// n_tokens = 1 case of the same kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/isa.h"
+
+namespace dsv4 {
+class ThreadPool;
+}
+
+namespace dsv4::kernels {
+
+// FP8 weight: codes [n_rows, n_cols] OCP E4M3FN; scales [ceil(n_rows/128), ceil(n_cols/128)] E8M0.
+// NaN codes (0x7F, 0xFF) are not valid weights; the fast kernels do not special-case them.
+struct Fp8Matrix {
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+};
+
+// FP4 (MXFP4-compatible) weight: packed [n_rows, n_cols/2], two E2M1 codes per byte along K, the low
+// nibble first; scales [n_rows, n_cols/32] E8M0. n_cols must be a multiple of 32.
+struct Fp4Matrix {
+  const uint8_t* packed = nullptr;
+  const uint8_t* scales = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+};
+
+struct MatmulOptions {
+  bool round_bf16 = true;      // spec: quantized linears output bf16
+  Isa isa = Isa::kAuto;        // forced ISA (tests, bench); unsupported requests fall back to the best
+  ThreadPool* pool = nullptr;  // rows are split across the pool; nullptr runs on the calling thread
+};
+
+// x: [n_tokens, w.n_cols] (row stride n_cols), out: [n_tokens, w.n_rows] (row stride n_rows).
+// Results are bit-identical for any thread count and any n_tokens (each output is computed by one
+// fixed sequence of fp32 operations), and the scalar ISA accumulates in double (the reference contract).
+void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
+void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
+
+// Bytes of weight data (codes + scales) a kernel streams once per call: the bandwidth figure of bench.
+int64_t fp8_weight_bytes(const Fp8Matrix& w);
+int64_t fp4_weight_bytes(const Fp4Matrix& w);
+
+}  // namespace dsv4::kernels

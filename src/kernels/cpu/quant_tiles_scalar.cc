@@ -1,0 +1,105 @@
+// kernels: the portable scalar tiles and the ISA → tile table. The scalar tiles are the plain reference:
+// weights dequantized exactly as the reference does (fp32 value · 2^(e−127)), products and sums in
+// double, one rounding to fp32 at the end (golden/README.md numerics contract).
+#include <bit>
+
+#include "core/formats.h"
+#include "kernels/cpu/quant_tiles.h"
+
+namespace dsv4::kernels::detail {
+namespace {
+
+constexpr float e8m0_entry(int e) {
+  if (e == 255) return std::bit_cast<float>(0x7FC00000u);
+  if (e == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127 is an fp32 subnormal
+  return std::bit_cast<float>(static_cast<uint32_t>(e) << 23);
+}
+
+
+}  // namespace
+
+const float kE8m0ToFloat[256] = {
+#define DSV4_E8M0_ROW(b)                                                                              \
+  e8m0_entry(b + 0), e8m0_entry(b + 1), e8m0_entry(b + 2), e8m0_entry(b + 3), e8m0_entry(b + 4),       \
+      e8m0_entry(b + 5), e8m0_entry(b + 6), e8m0_entry(b + 7), e8m0_entry(b + 8), e8m0_entry(b + 9),   \
+      e8m0_entry(b + 10), e8m0_entry(b + 11), e8m0_entry(b + 12), e8m0_entry(b + 13), e8m0_entry(b + 14), \
+      e8m0_entry(b + 15)
+    DSV4_E8M0_ROW(0),   DSV4_E8M0_ROW(16),  DSV4_E8M0_ROW(32),  DSV4_E8M0_ROW(48),
+    DSV4_E8M0_ROW(64),  DSV4_E8M0_ROW(80),  DSV4_E8M0_ROW(96),  DSV4_E8M0_ROW(112),
+    DSV4_E8M0_ROW(128), DSV4_E8M0_ROW(144), DSV4_E8M0_ROW(160), DSV4_E8M0_ROW(176),
+    DSV4_E8M0_ROW(192), DSV4_E8M0_ROW(208), DSV4_E8M0_ROW(224), DSV4_E8M0_ROW(240),
+#undef DSV4_E8M0_ROW
+};
+
+void fp8_tile_scalar(Fp8Tile& t) {
+  for (int r = 0; r < t.n_rows; ++r) {
+    for (int tok = 0; tok < t.n_tokens; ++tok) {
+      const float* x = t.x + tok * t.ldx;
+      double acc = 0.0;
+      for (int64_t k = 0; k < t.k; ++k) {
+        const float w = e4m3_to_float(t.w[r][k]) * e8m0_to_float(t.s[r][k / 128]);
+        acc += static_cast<double>(x[k]) * static_cast<double>(w);
+      }
+      t.sums[r][tok] = static_cast<float>(acc);
+    }
+  }
+}
+
+void fp4_tile_scalar(Fp4Tile& t) {
+  for (int r = 0; r < t.n_rows; ++r) {
+    for (int tok = 0; tok < t.n_tokens; ++tok) {
+      const float* x = t.x + tok * t.ldx;
+      double acc = 0.0;
+      for (int64_t k = 0; k < t.k; ++k) {
+        const uint8_t byte = t.w[r][k / 2];
+        const float code = (k & 1) ? e2m1_unpack_hi(byte) : e2m1_unpack_lo(byte);
+        const float w = code * e8m0_to_float(t.s[r][k / 32]);
+        acc += static_cast<double>(x[k]) * static_cast<double>(w);
+      }
+      t.sums[r][tok] = static_cast<float>(acc);
+    }
+  }
+}
+
+Fp8TileFn fp8_tile_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx512:
+      return fp8_tile_avx512;
+    case Isa::kAvx2:
+      return fp8_tile_avx2;
+#endif
+    default:
+      return fp8_tile_scalar;
+  }
+}
+
+Fp4TileFn fp4_tile_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAvx512:
+      return fp4_tile_avx512;
+    case Isa::kAvx2:
+      return fp4_tile_avx2;
+#endif
+    default:
+      return fp4_tile_scalar;
+  }
+}
+
+bool fp4_tile_wants_permuted_x(Isa isa) { return isa == Isa::kAvx2 || isa == Isa::kAvx512; }
+
+void fp4_permute_x(const float* x, int64_t n_tokens, int64_t k, float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xr = x + t * k;
+    float* o = out + t * k;
+    for (int64_t b = 0; b < k; b += 32) {
+      for (int i = 0; i < 16; ++i) {
+        o[b + i] = xr[b + 2 * i];
+        o[b + 16 + i] = xr[b + 2 * i + 1];
+      }
+    }
+  }
+}
+
+}  // namespace dsv4::kernels::detail

@@ -1,0 +1,276 @@
+// unit: fp8_gemm / fp4_gemm against an independent oracle — the weights dequantized with core/formats.h
+// (spec §3: w = value · 2^(e−127), the reference's fp32 dequantization) and dotted in double — over a
+// grid of shapes with edges (tails below one vector, rows around the 128-row scale block and the 2-row
+// tile, token counts around the 4-token tile), misaligned pointers, every ISA this CPU has, and 1 vs 3
+// threads.
+//
+// Tolerance for the fp32 kernels: each product is exact (FMA), and every term passes through at most
+// K + 8 fp32 additions (vector partial sums, the 16-lane reduction, the per-block scaled add), so
+// |fast − exact| ≤ (K + 8)·u·Σ|x·w| with u = 2^-24 (Higham's recursive-summation bound); the oracle's own
+// rounding to fp32 adds u·|exact|. A wrong nibble order or scale index is off by ~Σ|x·w|/√K, far outside.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/formats.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace dsv4::kernels {
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+
+struct Oracle {
+  std::vector<double> exact;  // [m, n]
+  std::vector<double> abs;    // Σ|x·w| per output
+};
+
+std::vector<Isa> fast_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Random activations: fake-quantized per 1×128 (what the model passes) when K allows, else raw floats.
+std::vector<float> make_x(std::mt19937& rng, int64_t m, int64_t k, size_t offset) {
+  std::vector<float> x(offset + static_cast<size_t>(m * k) + 1);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(-3.0f, 3.0f);
+  for (int64_t t = 0; t < m; ++t) {
+    const float row_scale = std::exp2(mag(rng));
+    float* row = x.data() + offset + t * k;
+    for (int64_t i = 0; i < k; ++i) row[i] = nd(rng) * row_scale;
+    if (k % 128 == 0 && k > 0) fake_quant_fp8(std::span<float>(row, static_cast<size_t>(k)), 128);
+  }
+  return x;
+}
+
+struct Fp8Case {
+  std::vector<uint8_t> codes, scales;  // with `offset` leading pad bytes
+  Fp8Matrix w;
+};
+
+Fp8Case make_fp8(std::mt19937& rng, int64_t n, int64_t k, size_t offset) {
+  Fp8Case c;
+  const int64_t sr = (n + 127) / 128, sc = (k + 127) / 128;
+  c.codes.resize(offset + static_cast<size_t>(n * k) + 1);
+  c.scales.resize(offset + static_cast<size_t>(sr * sc) + 1);
+  std::uniform_int_distribution<int> byte(0, 255), ex(127 - 12, 127 + 3);
+  for (auto& b : c.codes) {
+    do b = static_cast<uint8_t>(byte(rng));
+    while ((b & 0x7F) == 0x7F);  // NaN codes are not weights
+  }
+  for (auto& s : c.scales) s = static_cast<uint8_t>(ex(rng));
+  c.w = {c.codes.data() + offset, c.scales.data() + offset, n, k};
+  return c;
+}
+
+struct Fp4Case {
+  std::vector<uint8_t> packed, scales;
+  Fp4Matrix w;
+};
+
+Fp4Case make_fp4(std::mt19937& rng, int64_t n, int64_t k, size_t offset) {
+  Fp4Case c;
+  c.packed.resize(offset + static_cast<size_t>(n * k / 2) + 1);
+  c.scales.resize(offset + static_cast<size_t>(n * k / 32) + 1);
+  std::uniform_int_distribution<int> byte(0, 255), ex(127 - 12, 127 + 3);
+  for (auto& b : c.packed) b = static_cast<uint8_t>(byte(rng));
+  for (auto& s : c.scales) s = static_cast<uint8_t>(ex(rng));
+  c.w = {c.packed.data() + offset, c.scales.data() + offset, n, k};
+  return c;
+}
+
+float fp8_weight(const Fp8Matrix& w, int64_t n, int64_t k) {
+  const int64_t sc = (w.n_cols + 127) / 128;
+  return e4m3_to_float(w.codes[n * w.n_cols + k]) * std::ldexp(1.0f, w.scales[(n / 128) * sc + k / 128] - 127);
+}
+
+float fp4_weight(const Fp4Matrix& w, int64_t n, int64_t k) {
+  const uint8_t byte = w.packed[n * (w.n_cols / 2) + k / 2];
+  const uint8_t nib = (k % 2 == 0) ? (byte & 0xF) : (byte >> 4);
+  return e2m1_to_float(nib) * std::ldexp(1.0f, w.scales[n * (w.n_cols / 32) + k / 32] - 127);
+}
+
+template <typename WeightFn>
+Oracle oracle(int64_t n, int64_t k, int64_t m, const float* x, WeightFn weight) {
+  Oracle o;
+  o.exact.assign(static_cast<size_t>(m * n), 0.0);
+  o.abs.assign(static_cast<size_t>(m * n), 0.0);
+  std::vector<float> wrow(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < k; ++i) wrow[static_cast<size_t>(i)] = weight(r, i);
+    for (int64_t t = 0; t < m; ++t) {
+      double s = 0, a = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double p = static_cast<double>(x[t * k + i]) * wrow[static_cast<size_t>(i)];
+        s += p;
+        a += std::fabs(p);
+      }
+      o.exact[static_cast<size_t>(t * n + r)] = s;
+      o.abs[static_cast<size_t>(t * n + r)] = a;
+    }
+  }
+  return o;
+}
+
+void expect_within_bound(const Oracle& o, const std::vector<float>& got, int64_t k, const std::string& what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+    ASSERT_LE(std::fabs(got[i] - o.exact[i]), tol) << what << " output " << i << " got " << got[i] << " exact "
+                                                   << o.exact[i];
+  }
+}
+
+// Runs one shape through every ISA, checking the scalar ISA bit-exactly and the fast ones within the bound,
+// plus thread-count invariance, batch invariance and the bf16 output rounding.
+template <typename Matrix, typename Gemm, typename WeightFn>
+void check_shape(const Matrix& w, int64_t m, const float* x, Gemm gemm, WeightFn weight, ThreadPool& pool,
+                 const std::string& what) {
+  const int64_t n = w.n_rows, k = w.n_cols;
+  const Oracle o = oracle(n, k, m, x, weight);
+  std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
+  gemm(w, x, m, out.data(), MatmulOptions{false, Isa::kScalar, nullptr});
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_EQ(out[i], static_cast<float>(o.exact[i])) << what << " scalar output " << i;
+
+  for (Isa isa : fast_isas()) {
+    const std::string tag = what + " isa=" + isa_name(isa);
+    std::vector<float> serial(out.size(), -1.0f), threaded(out.size(), -2.0f), rounded(out.size(), -3.0f);
+    gemm(w, x, m, serial.data(), MatmulOptions{false, isa, nullptr});
+    expect_within_bound(o, serial, k, tag);
+    gemm(w, x, m, threaded.data(), MatmulOptions{false, isa, &pool});
+    ASSERT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float))) << tag << " threads";
+    gemm(w, x, m, rounded.data(), MatmulOptions{true, isa, &pool});
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(rounded[i], round_bf16(serial[i])) << tag << " bf16 " << i;
+    // Batch invariance: the last token alone gives the same bits as inside the batch.
+    std::vector<float> single(static_cast<size_t>(n), -4.0f);
+    gemm(w, x + (m - 1) * k, 1, single.data(), MatmulOptions{false, isa, nullptr});
+    ASSERT_EQ(0, std::memcmp(single.data(), serial.data() + (m - 1) * n, single.size() * sizeof(float)))
+        << tag << " batch invariance";
+  }
+}
+
+TEST(KernelQuantMatmul, Fp8GridOfShapesAgainstDequantizedDoubleOracle) {
+  std::mt19937 rng(1234);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t n : {1, 2, 3, 17, 127, 128, 129, 257}) {
+    for (int64_t k : {1, 7, 15, 16, 17, 128, 130, 256, 384, 656}) {
+      for (int64_t m : {1, 2, 4, 5, 9}) {
+        const size_t off = static_cast<size_t>(cases % 3);  // misalign codes by 0..2 bytes, x by 0..2 floats
+        Fp8Case c = make_fp8(rng, n, k, off);
+        const std::vector<float> xbuf = make_x(rng, m, k, off);
+        check_shape(
+            c.w, m, xbuf.data() + off, fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); }, pool,
+            "fp8 n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        ++cases;
+      }
+    }
+  }
+}
+
+TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
+  std::mt19937 rng(99);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t n : {1, 2, 3, 17, 127, 128, 129, 257}) {
+    for (int64_t k : {32, 64, 96, 128, 160, 256, 1024}) {
+      for (int64_t m : {1, 2, 4, 5, 9}) {
+        const size_t off = static_cast<size_t>(cases % 3);
+        Fp4Case c = make_fp4(rng, n, k, off);
+        const std::vector<float> xbuf = make_x(rng, m, k, off);
+        check_shape(
+            c.w, m, xbuf.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
+            "fp4 n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        ++cases;
+      }
+    }
+  }
+}
+
+TEST(KernelQuantMatmul, RealExpertShapeFp4AndAttentionShapeFp8) {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  Fp4Case e = make_fp4(rng, 2048, 4096, 0);  // routed expert w1/w3
+  const std::vector<float> x4 = make_x(rng, 1, 4096, 0);
+  check_shape(e.w, 1, x4.data(), fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(e.w, r, i); }, pool,
+              "fp4 expert w1");
+  Fp8Case a = make_fp8(rng, 1024, 4096, 0);  // wq_a
+  check_shape(a.w, 1, x4.data(), fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(a.w, r, i); }, pool,
+              "fp8 wq_a");
+}
+
+// Every valid E4M3 code and every E2M1 nibble (in both nibble positions, at every lane of a vector),
+// decoded through the kernels with one-hot activations, equals the core/formats.h value exactly.
+TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
+  for (Isa isa : fast_isas()) {
+    for (int code = 0; code < 256; ++code) {
+      if ((code & 0x7F) == 0x7F) continue;  // NaN
+      for (int64_t k : {1, 16, 23}) {
+        std::vector<uint8_t> codes(static_cast<size_t>(k), static_cast<uint8_t>(code));
+        const uint8_t scale = 127 + 3;
+        for (int64_t hot = 0; hot < k; ++hot) {
+          std::vector<float> x(static_cast<size_t>(k), 0.0f);
+          x[static_cast<size_t>(hot)] = 1.0f;
+          float out = -1.0f;
+          fp8_gemm(Fp8Matrix{codes.data(), &scale, 1, k}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
+          ASSERT_EQ(out, e4m3_to_float(static_cast<uint8_t>(code)) * 8.0f) << isa_name(isa) << " code " << code;
+        }
+      }
+    }
+    for (int nib = 0; nib < 16; ++nib) {
+      std::vector<uint8_t> packed(32, static_cast<uint8_t>(nib * 17));  // both nibbles = nib
+      const uint8_t scales[2] = {127 - 1, 127 + 2};
+      for (int64_t hot = 0; hot < 64; ++hot) {
+        std::vector<float> x(64, 0.0f);
+        x[static_cast<size_t>(hot)] = 1.0f;
+        float out = -1.0f;
+        fp4_gemm(Fp4Matrix{packed.data(), scales, 1, 64}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
+        const float want = e2m1_to_float(static_cast<uint8_t>(nib)) * (hot < 32 ? 0.5f : 4.0f);
+        ASSERT_EQ(out, want) << isa_name(isa) << " nibble " << nib << " at " << hot;
+      }
+    }
+  }
+}
+
+TEST(KernelQuantMatmul, EmptyShapes) {
+  ThreadPool pool(2);
+  for (Isa isa : {Isa::kScalar, Isa::kAuto}) {
+    // K = 0: every output is the empty sum.
+    std::vector<uint8_t> scales(1, 127);
+    std::vector<float> out(6, -1.0f);
+    Fp8Matrix w8{nullptr, scales.data(), 3, 0};
+    fp8_gemm(w8, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
+    for (float v : out) EXPECT_EQ(v, 0.0f);
+    out.assign(6, -1.0f);
+    Fp4Matrix w4{nullptr, nullptr, 3, 0};
+    fp4_gemm(w4, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
+    for (float v : out) EXPECT_EQ(v, 0.0f);
+    // No rows or no tokens: nothing is written.
+    out.assign(6, -1.0f);
+    fp8_gemm(Fp8Matrix{nullptr, nullptr, 0, 128}, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
+    fp4_gemm(Fp4Matrix{nullptr, nullptr, 3, 64}, nullptr, 0, out.data(), MatmulOptions{true, isa, &pool});
+    for (float v : out) EXPECT_EQ(v, -1.0f);
+  }
+}
+
+TEST(KernelQuantMatmul, IsaNamesRoundTrip) {
+  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    Isa parsed = Isa::kScalar;
+    ASSERT_TRUE(parse_isa(isa_name(isa), &parsed));
+    EXPECT_EQ(parsed, isa);
+  }
+  Isa dummy;
+  EXPECT_FALSE(parse_isa("sse9", &dummy));
+  EXPECT_TRUE(isa_supported(resolve_isa(Isa::kAvx512)));
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -1,0 +1,92 @@
+// bench: Google Benchmark cases for the quantized weight kernels, named like the kernels themselves
+// (fp4_gemm/<isa>/m=<tokens>/<rows>x<cols>). Single-threaded and cache-resident on purpose: these
+// measure the in-register decode + FMA throughput a core can sustain, which must exceed the core's share
+// of DRAM bandwidth for decode to stay bandwidth-bound. `dsv4 bench` measures the DRAM-bound figures.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/quant.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant_matmul.h"
+
+namespace {
+
+using dsv4::kernels::Isa;
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed, uint8_t mask) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    seed = seed * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>((seed >> 24) & mask);
+  }
+  return v;
+}
+
+std::vector<float> activations(int64_t m, int64_t k) {
+  std::vector<float> x(static_cast<size_t>(m * k));
+  uint32_t s = 5;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int>(s >> 20) - 2048) / 1024.0f;
+  }
+  dsv4::fake_quant_fp8(x, 128);
+  return x;
+}
+
+void fp4_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m) {
+  const auto packed = random_bytes(static_cast<size_t>(n * k / 2), 1, 0xFF);
+  auto scales = random_bytes(static_cast<size_t>(n * k / 32), 2, 0x07);
+  for (auto& s : scales) s = static_cast<uint8_t>(s + 120);
+  const auto x = activations(m, k);
+  std::vector<float> out(static_cast<size_t>(m * n));
+  const dsv4::kernels::Fp4Matrix w{packed.data(), scales.data(), n, k};
+  for (auto _ : state) {
+    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * dsv4::kernels::fp4_weight_bytes(w));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(m * n * k) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m) {
+  const auto codes = random_bytes(static_cast<size_t>(n * k), 3, 0xEF);  // bit 4 clear: no NaN codes
+  auto scales = random_bytes(static_cast<size_t>(((n + 127) / 128) * ((k + 127) / 128)), 4, 0x07);
+  for (auto& s : scales) s = static_cast<uint8_t>(s + 120);
+  const auto x = activations(m, k);
+  std::vector<float> out(static_cast<size_t>(m * n));
+  const dsv4::kernels::Fp8Matrix w{codes.data(), scales.data(), n, k};
+  for (auto _ : state) {
+    dsv4::kernels::fp8_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * dsv4::kernels::fp8_weight_bytes(w));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(m * n * k) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+// 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
+const int kRegistered = [] {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    const std::string tag = dsv4::kernels::isa_name(isa);
+    for (int64_t m : {1, 4, 16, 64}) {
+      if (isa == Isa::kScalar && m > 1) continue;
+      const std::string mm = "/m=" + std::to_string(m);
+      benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/512x4096").c_str(),
+                                   [=](benchmark::State& s) { fp4_case(s, isa, 512, 4096, m); });
+      benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/256x4096").c_str(),
+                                   [=](benchmark::State& s) { fp8_case(s, isa, 256, 4096, m); });
+    }
+  }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,32 @@
+// kernels: a STREAM-like read-bandwidth probe — the machine's own ceiling that the bench compares the
+// weight-streaming kernels against. Sums 64-bit words over a buffer much larger than the last-level
+// cache, split statically across the thread pool, and keeps the best of several passes.
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4 {
+class ThreadPool;
+}
+
+namespace dsv4::kernels {
+
+struct ReadProbeResult {
+  double best_gbps = 0;  // 1e9 bytes per second
+  double mean_gbps = 0;
+  int64_t bytes = 0;  // buffer size
+  int passes = 0;
+  uint64_t checksum = 0;  // keeps the loads observable (and lets a caller sanity-check the buffer)
+};
+
+// Size of the last-level cache in bytes (0 if unknown), from sysfs/sysconf.
+int64_t last_level_cache_bytes();
+
+// Reads `bytes` (rounded down to 64) `passes` times after one warm-up pass that also faults the pages in.
+// The buffer is allocated here and freed before returning.
+ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool);
+
+// One multi-threaded read pass over [data, data + n_words): the sum of all words.
+uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool);
+
+}  // namespace dsv4::kernels

@@ -1,0 +1,233 @@
+// tools: `dsv4 bench` — the machine's read bandwidth (its own STREAM-like probe), then the quantized
+// weight kernels at real DeepSeek-V4-Flash shapes: decode GEMV as achieved GB/s of weight bytes and its
+// ratio to the probe (decode is bandwidth-bound), prefill GEMM as GFLOP/s. Model-level figures (tokens/s,
+// bytes per token, attention per context) need the forward pass and are not measured yet.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "command.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/read_probe.h"
+
+namespace dsv4::cli {
+namespace {
+
+using kernels::Isa;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: dsv4 bench [--json] [--threads N] [--isa auto|scalar|avx2|avx512] [--probe-mb MB]\n"
+    "                  [--working-set-mb MB] [--min-time SECONDS]\n"
+    "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
+    "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
+    "  so that both read DRAM, not cache.\n";
+
+struct Shape {
+  const char* name;  // checkpoint tensor this shape comes from (spec §3)
+  bool fp4;
+  int64_t n_rows, n_cols;
+};
+
+// Decode-time matrices of one V4-Flash layer (spec §3 table).
+const Shape kShapes[] = {
+    {"ffn.experts.w1/w3", true, 2048, 4096}, {"ffn.experts.w2", true, 4096, 2048},
+    {"attn.wq_a", false, 1024, 4096},        {"attn.wq_b", false, 32768, 1024},
+    {"attn.wkv", false, 512, 4096},          {"attn.wo_b", false, 4096, 8192},
+    {"ffn.shared_experts.w1/w3", false, 2048, 4096}, {"ffn.shared_experts.w2", false, 4096, 2048},
+};
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void fill_codes(std::vector<uint8_t>& v, uint64_t seed, bool fp8) {
+  for (size_t i = 0; i < v.size(); i += 8) {
+    uint64_t r = splitmix(seed);
+    // Clearing bit 4 of every byte keeps FP8 codes away from the NaN patterns 0x7F / 0xFF.
+    if (fp8) r &= 0xEFEFEFEFEFEFEFEFull;
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, v.size() - i));
+  }
+}
+
+void fill_scales(std::vector<uint8_t>& v, uint64_t seed) {
+  for (auto& s : v) s = static_cast<uint8_t>(120 + splitmix(seed) % 8);
+}
+
+// One matrix's storage (codes + scales) in the checkpoint layout.
+struct Weights {
+  std::vector<uint8_t> codes, scales;
+};
+
+Weights make_weights(const Shape& s, uint64_t seed) {
+  Weights w;
+  if (s.fp4) {
+    w.codes.resize(static_cast<size_t>(s.n_rows * s.n_cols / 2));
+    w.scales.resize(static_cast<size_t>(s.n_rows * s.n_cols / 32));
+  } else {
+    w.codes.resize(static_cast<size_t>(s.n_rows * s.n_cols));
+    w.scales.resize(static_cast<size_t>(((s.n_rows + 127) / 128) * ((s.n_cols + 127) / 128)));
+  }
+  fill_codes(w.codes, seed, !s.fp4);
+  fill_scales(w.scales, seed + 1);
+  return w;
+}
+
+std::vector<float> make_activations(int64_t m, int64_t k, uint64_t seed) {
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(splitmix(seed) % 2001) - 1000) / 500.0f;
+  fake_quant_fp8(x, 128);  // what the model passes: 1x128 fake-quantized activations
+  return x;
+}
+
+void run_gemm(const Shape& s, const Weights& w, const float* x, int64_t m, float* out,
+              const kernels::MatmulOptions& opt) {
+  if (s.fp4) {
+    kernels::fp4_gemm(kernels::Fp4Matrix{w.codes.data(), w.scales.data(), s.n_rows, s.n_cols}, x, m, out, opt);
+  } else {
+    kernels::fp8_gemm(kernels::Fp8Matrix{w.codes.data(), w.scales.data(), s.n_rows, s.n_cols}, x, m, out, opt);
+  }
+}
+
+int64_t matrix_bytes(const Shape& s) {
+  return static_cast<int64_t>(s.fp4 ? s.n_rows * s.n_cols / 2 + s.n_rows * s.n_cols / 32
+                                    : s.n_rows * s.n_cols + ((s.n_rows + 127) / 128) * ((s.n_cols + 127) / 128));
+}
+
+// Runs `step(i)` (i = 0, 1, 2, ...) until at least `min_time` seconds and `min_iters` calls have passed;
+// returns seconds per call.
+template <typename Step>
+double time_per_call(double min_time, int64_t min_iters, Step step) {
+  step(0);  // warm-up
+  int64_t iters = 0;
+  const auto t0 = Clock::now();
+  double elapsed = 0;
+  while (iters < min_iters || elapsed < min_time) {
+    step(iters++);
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return elapsed / static_cast<double>(iters);
+}
+
+int cmd_bench(int argc, char** argv) {
+  auto parsed = Args::parse(argc, argv, {"--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time"},
+                            {"--json", "--help"});
+  if (!parsed.is_ok()) {
+    std::fputs(kUsage, stderr);
+    return report_error("bench", parsed.status());
+  }
+  const Args& args = *parsed;
+  if (args.has("--help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto threads = args.get_int("--threads", 0, 0, 4096);
+  if (!threads.is_ok()) return report_error("bench", threads.status());
+  Isa isa = Isa::kAuto;
+  if (!kernels::parse_isa(args.get_or("--isa", "auto").c_str(), &isa))
+    return report_error("bench", invalid_argument("bench.bad_isa", "unknown --isa " + args.get_or("--isa", "")));
+  const int64_t llc = kernels::last_level_cache_bytes();
+  constexpr int64_t kMiB = 1024 * 1024;
+  auto probe_mb = args.get_int("--probe-mb", std::max<int64_t>(1024, 4 * llc / kMiB), 1, 1 << 20);
+  auto ws_mb = args.get_int("--working-set-mb", std::max<int64_t>(512, 2 * llc / kMiB), 1, 1 << 20);
+  auto min_time = args.get_double("--min-time", 0.5, 0.01, 600);
+  if (!probe_mb.is_ok()) return report_error("bench", probe_mb.status());
+  if (!ws_mb.is_ok()) return report_error("bench", ws_mb.status());
+  if (!min_time.is_ok()) return report_error("bench", min_time.status());
+  const bool json = args.has("--json");
+
+  ThreadPool pool(static_cast<int>(*threads));
+  const Isa used = kernels::resolve_isa(isa);
+  nlohmann::json report;
+  report["threads"] = pool.n_threads();
+  report["isa"] = kernels::isa_name(used);
+  report["llc_bytes"] = llc;
+
+  // 1. Read bandwidth.
+  const auto probe = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool);
+  report["read_probe"] = {{"bytes", probe.bytes}, {"best_gbps", probe.best_gbps}, {"mean_gbps", probe.mean_gbps}};
+  if (!json) {
+    std::printf("machine: %d threads, isa %s, LLC %.0f MiB\n", pool.n_threads(), kernels::isa_name(used),
+                static_cast<double>(llc) / kMiB);
+    std::printf("read probe: %.1f GB/s best, %.1f GB/s mean over %d passes of %.0f MiB\n\n", probe.best_gbps,
+                probe.mean_gbps, probe.passes, static_cast<double>(probe.bytes) / kMiB);
+    std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set):\n",
+                static_cast<long long>(*ws_mb));
+    std::printf("  %-28s %-24s %12s %9s %8s %9s\n", "tensor", "kernel", "shape", "us/call", "GB/s", "of probe");
+  }
+
+  // 2. Decode GEMV: cycle through enough distinct copies of each matrix that the set exceeds the cache.
+  nlohmann::json gemv = nlohmann::json::array();
+  for (const Shape& s : kShapes) {
+    const int64_t bytes = matrix_bytes(s);
+    const int64_t copies = std::max<int64_t>(1, (*ws_mb * kMiB + bytes - 1) / bytes);
+    std::vector<Weights> ws;
+    ws.reserve(static_cast<size_t>(copies));
+    for (int64_t c = 0; c < copies; ++c) ws.push_back(make_weights(s, 1000 + static_cast<uint64_t>(c)));
+    const std::vector<float> x = make_activations(1, s.n_cols, 7);
+    std::vector<float> out(static_cast<size_t>(s.n_rows));
+    const kernels::MatmulOptions opt{true, used, &pool};
+    const double sec = time_per_call(*min_time, copies, [&](int64_t i) {
+      run_gemm(s, ws[static_cast<size_t>(i % copies)], x.data(), 1, out.data(), opt);
+    });
+    const double gbps = static_cast<double>(bytes) / sec / 1e9;
+    const std::string kernel = std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(used) + "/m=1";
+    const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
+    gemv.push_back({{"tensor", s.name},
+                    {"kernel", kernel},
+                    {"n_rows", s.n_rows},
+                    {"n_cols", s.n_cols},
+                    {"weight_bytes", bytes},
+                    {"us_per_call", sec * 1e6},
+                    {"gbps", gbps},
+                    {"ratio_to_probe", gbps / probe.best_gbps}});
+    if (!json)
+      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", s.name, kernel.c_str(), shape.c_str(), sec * 1e6, gbps,
+                  100.0 * gbps / probe.best_gbps);
+  }
+  report["decode_gemv"] = gemv;
+
+  // 3. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
+  if (!json) {
+    std::printf("\nprefill GEMM:\n  %-28s %-24s %6s %10s %9s\n", "tensor", "kernel", "m", "ms/call", "GFLOP/s");
+  }
+  nlohmann::json gemm = nlohmann::json::array();
+  for (const Shape& s : {kShapes[0], kShapes[5]}) {
+    const Weights w = make_weights(s, 42);
+    for (int64_t m : {1, 4, 16, 64, 256}) {
+      const std::vector<float> x = make_activations(m, s.n_cols, 9);
+      std::vector<float> out(static_cast<size_t>(m * s.n_rows));
+      const kernels::MatmulOptions opt{true, used, &pool};
+      const double sec =
+          time_per_call(*min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
+      const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
+      const std::string kernel =
+          std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(used) + "/m=" + std::to_string(m);
+      gemm.push_back({{"tensor", s.name}, {"kernel", kernel}, {"m", m}, {"ms_per_call", sec * 1e3}, {"gflops", gflops}});
+      if (!json)
+        std::printf("  %-28s %-24s %6lld %10.3f %9.1f\n", s.name, kernel.c_str(), static_cast<long long>(m), sec * 1e3,
+                    gflops);
+    }
+  }
+  report["prefill_gemm"] = gemm;
+  if (json) std::printf("%s\n", report.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+
+DSV4_COMMAND("bench", "measure memory bandwidth and kernel throughput (GB/s, GFLOP/s)", cmd_bench);
+
+}  // namespace dsv4::cli

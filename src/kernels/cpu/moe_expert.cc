@@ -1,0 +1,155 @@
+// kernels: the MoE expert, fused (gate+up tile → SwiGLU in the epilogue → w2) and unfused.
+#include "kernels/cpu/moe_expert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "core/check.h"
+#include "core/formats.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/quant_tiles.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using detail::kTileTokens;
+
+// h ← fake_quant_fp8(bf16(h)) row by row: w2's input (bf16 between modules, then its 1×128 quantization).
+void quantize_hidden(float* h, int64_t n_tokens, int64_t n_inter) {
+  for (int64_t i = 0; i < n_tokens * n_inter; ++i) h[i] = round_bf16(h[i]);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    fake_quant_fp8(std::span<float>(h + t * n_inter, static_cast<size_t>(n_inter)), 128);
+}
+
+// Stage 1 of the fused expert: for each intermediate row i, one tile computes w1 row i and w3 row i for up
+// to 4 tokens; the epilogue applies the SwiGLU and writes h[t, i]. `set_rows(tile, i)` points the tile at
+// the two rows.
+template <typename Tile, typename TileFn, typename SetRows>
+void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t n_tokens, const float* route_weight,
+                    float limit, float* h, const MatmulOptions& opt, TileFn tile_fn, SetRows set_rows) {
+  auto body = [&](int64_t i0, int64_t i1, int) {
+    Tile t;
+    t.k = d_model;
+    t.ldx = d_model;
+    t.n_rows = 2;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+      t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
+      t.x = x + t0 * d_model;
+      for (int64_t i = i0; i < i1; ++i) {
+        set_rows(t, i);
+        tile_fn(t);
+        for (int j = 0; j < t.n_tokens; ++j) {
+          const float rw = route_weight ? route_weight[t0 + j] : 1.0f;
+          h[(t0 + j) * n_inter + i] = swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]), rw, limit);
+        }
+      }
+    }
+  };
+  if (opt.pool != nullptr) {
+    opt.pool->parallel_for(n_inter, 16, body);
+  } else {
+    body(0, n_inter, 0);
+  }
+}
+
+float* permuted_scratch_or_input(const float* x, int64_t n_tokens, int64_t k, Isa isa, float* scratch) {
+  if (!detail::fp4_tile_wants_permuted_x(isa)) return const_cast<float*>(x);
+  detail::fp4_permute_x(x, n_tokens, k, scratch);
+  return scratch;
+}
+
+void unfused_epilogue(const float* g, const float* u, int64_t n_tokens, int64_t n_inter, const float* route_weight,
+                      float limit, float* h) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float rw = route_weight ? route_weight[t] : 1.0f;
+    for (int64_t i = 0; i < n_inter; ++i)
+      h[t * n_inter + i] = swiglu_clamped(g[t * n_inter + i], u[t * n_inter + i], rw, limit);
+  }
+}
+
+}  // namespace
+
+float swiglu_clamped(float g, float u, float route_weight, float limit) {
+  u = std::clamp(u, -limit, limit);
+  g = std::min(g, limit);
+  const float silu = g / (1.0f + std::exp(-g));
+  return silu * u * route_weight;
+}
+
+int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {
+  // Unfused: g, u, h. Fused: h plus the permuted copy of x (FP4 vector tiles).
+  return n_tokens * std::max(3 * n_inter, n_inter + d_model);
+}
+
+void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const float* route_weight, float limit,
+                    float* out, float* scratch, const MatmulOptions& opt) {
+  const int64_t n_inter = e.w1.n_rows, d_model = e.w1.n_cols;
+  DSV4_CHECK(e.w3.n_rows == n_inter && e.w3.n_cols == d_model && e.w2.n_rows == d_model && e.w2.n_cols == n_inter,
+             "moe_expert_fp4: inconsistent expert shapes");
+  DSV4_CHECK(d_model % 32 == 0 && n_inter % 128 == 0, "moe_expert_fp4: dims must be multiples of 32 / 128");
+  if (n_tokens <= 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  float* h = scratch;                                       // [n_tokens, n_inter]
+  const float* xs = permuted_scratch_or_input(x, n_tokens, d_model, isa, scratch + n_tokens * n_inter);
+  const int64_t half = d_model / 2, n_sblocks = d_model / 32;
+  gate_up_swiglu<detail::Fp4Tile>(n_inter, d_model, xs, n_tokens, route_weight, limit, h, opt,
+                                  detail::fp4_tile_for(isa), [&](detail::Fp4Tile& t, int64_t i) {
+                                    t.w[0] = e.w1.packed + i * half;
+                                    t.s[0] = e.w1.scales + i * n_sblocks;
+                                    t.w[1] = e.w3.packed + i * half;
+                                    t.s[1] = e.w3.scales + i * n_sblocks;
+                                  });
+  quantize_hidden(h, n_tokens, n_inter);
+  fp4_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool});
+}
+
+void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const float* route_weight, float limit,
+                    float* out, float* scratch, const MatmulOptions& opt) {
+  const int64_t n_inter = e.w1.n_rows, d_model = e.w1.n_cols;
+  DSV4_CHECK(e.w3.n_rows == n_inter && e.w3.n_cols == d_model && e.w2.n_rows == d_model && e.w2.n_cols == n_inter,
+             "moe_expert_fp8: inconsistent expert shapes");
+  DSV4_CHECK(n_inter % 128 == 0, "moe_expert_fp8: n_inter must be a multiple of 128");
+  if (n_tokens <= 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  float* h = scratch;
+  const int64_t scale_cols = (d_model + 127) / 128;
+  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, n_tokens, route_weight, limit, h, opt,
+                                  detail::fp8_tile_for(isa), [&](detail::Fp8Tile& t, int64_t i) {
+                                    t.w[0] = e.w1.codes + i * d_model;
+                                    t.s[0] = e.w1.scales + (i / 128) * scale_cols;
+                                    t.w[1] = e.w3.codes + i * d_model;
+                                    t.s[1] = e.w3.scales + (i / 128) * scale_cols;
+                                  });
+  quantize_hidden(h, n_tokens, n_inter);
+  fp8_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool});
+}
+
+void moe_expert_fp4_unfused(const Fp4Expert& e, const float* x, int64_t n_tokens, const float* route_weight,
+                            float limit, float* out, float* scratch, const MatmulOptions& opt) {
+  const int64_t n_inter = e.w1.n_rows;
+  if (n_tokens <= 0) return;
+  float *g = scratch, *u = g + n_tokens * n_inter, *h = u + n_tokens * n_inter;
+  const MatmulOptions bf16_out{true, opt.isa, opt.pool};
+  fp4_gemm(e.w1, x, n_tokens, g, bf16_out);
+  fp4_gemm(e.w3, x, n_tokens, u, bf16_out);
+  unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);
+  quantize_hidden(h, n_tokens, n_inter);
+  fp4_gemm(e.w2, h, n_tokens, out, bf16_out);
+}
+
+void moe_expert_fp8_unfused(const Fp8Expert& e, const float* x, int64_t n_tokens, const float* route_weight,
+                            float limit, float* out, float* scratch, const MatmulOptions& opt) {
+  const int64_t n_inter = e.w1.n_rows;
+  if (n_tokens <= 0) return;
+  float *g = scratch, *u = g + n_tokens * n_inter, *h = u + n_tokens * n_inter;
+  const MatmulOptions bf16_out{true, opt.isa, opt.pool};
+  fp8_gemm(e.w1, x, n_tokens, g, bf16_out);
+  fp8_gemm(e.w3, x, n_tokens, u, bf16_out);
+  unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);
+  quantize_hidden(h, n_tokens, n_inter);
+  fp8_gemm(e.w2, h, n_tokens, out, bf16_out);
+}
+
+}  // namespace dsv4::kernels

@@ -72,10 +72,10 @@ void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
 
 // 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
 const int kRegistered = [] {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     const std::string tag = dsv4::kernels::isa_name(isa);
-    for (int64_t m : {1, 4, 16, 64}) {
+    for (int64_t m : {1, 4, 16, 64, 256}) {
       if (isa == Isa::kScalar && m > 1) continue;
       const std::string mm = "/m=" + std::to_string(m);
       benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/512x4096").c_str(),

@@ -4,15 +4,35 @@
 #include <cstring>
 #include <initializer_list>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace dsv4::kernels {
 namespace {
+
+// AMX needs the CPU bits (CPUID.7.0:EDX AMX-TILE bit 24, AMX-BF16 bit 22) and, on Linux, a one-time
+// per-process permission for the 8 KB tile state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+bool amx_usable() {
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if (!((d >> 24) & 1u) || !((d >> 22) & 1u)) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 Isa detect() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c"))
-    return Isa::kAvx512;
+    return amx_usable() ? Isa::kAmx : Isa::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     return Isa::kAvx2;
 #endif
@@ -32,9 +52,11 @@ bool isa_supported(Isa isa) {
     case Isa::kScalar:
       return true;
     case Isa::kAvx2:
-      return best_isa() == Isa::kAvx2 || best_isa() == Isa::kAvx512;
+      return best_isa() == Isa::kAvx2 || best_isa() == Isa::kAvx512 || best_isa() == Isa::kAmx;
     case Isa::kAvx512:
-      return best_isa() == Isa::kAvx512;
+      return best_isa() == Isa::kAvx512 || best_isa() == Isa::kAmx;
+    case Isa::kAmx:
+      return best_isa() == Isa::kAmx;
   }
   return false;
 }
@@ -54,12 +76,14 @@ const char* isa_name(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 bool parse_isa(const char* name, Isa* out) {
-  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (std::strcmp(name, isa_name(isa)) == 0) {
       *out = isa;
       return true;

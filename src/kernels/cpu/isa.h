@@ -10,6 +10,7 @@ enum class Isa {
   kScalar,  // portable C++; also the plain reference the fast kernels are tested against
   kAvx2,    // AVX2 + FMA + F16C
   kAvx512,  // AVX-512 F/BW/VL/DQ (+ F16C)
+  kAmx,     // kAvx512 plus AMX-BF16 tiles for prefill-sized GEMMs (Linux, after the XTILEDATA permission)
 };
 
 // The best ISA this CPU (and this build) supports; detected once.
@@ -17,7 +18,7 @@ Isa best_isa();
 bool isa_supported(Isa isa);
 // kAuto → best_isa(); an unsupported request falls back to best_isa() (never executes illegal code).
 Isa resolve_isa(Isa requested);
-const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "amx"
 // Parses isa_name() output plus "auto"; returns false for anything else.
 bool parse_isa(const char* name, Isa* out);
 

@@ -28,6 +28,28 @@ float* fp4_x_scratch(int64_t n) {
   return buf.data();
 }
 
+#if defined(__x86_64__)
+// AMX path for prefill-sized batches: packs x to bf16 tiles (refusing activations bf16 cannot hold
+// exactly) and splits 16-row blocks across the pool. Returns false when the caller must use the tiles.
+template <typename RowsFn>
+bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_tokens, RowsFn rows_fn,
+             const MatmulOptions& opt) {
+  if (isa != Isa::kAmx || n_tokens < detail::kAmxMinTokens || k % 32 != 0 || k == 0) return false;
+  thread_local std::vector<uint32_t> xpack;
+  const auto words = static_cast<size_t>(detail::amx_packed_x_words(n_tokens, k));
+  if (xpack.size() < words) xpack.resize(words);
+  if (!detail::amx_pack_x(x, n_tokens, k, xpack.data())) return false;
+  const uint32_t* xp = xpack.data();
+  auto body = [&](int64_t r0, int64_t r1, int) { rows_fn(xp, r0, r1); };
+  if (opt.pool != nullptr) {
+    opt.pool->parallel_for(n_rows, 16, body);
+  } else {
+    body(0, n_rows, 0);
+  }
+  return true;
+}
+#endif
+
 template <typename Tile, typename TileFn, typename SetRow>
 void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, float* out, const MatmulOptions& opt,
               TileFn tile_fn, SetRow set_row) {
@@ -71,6 +93,16 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
   DSV4_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "fp8_gemm: negative shape");
   if (w.n_rows == 0 || n_tokens == 0) return;
   const Isa isa = resolve_isa(opt.isa);
+#if defined(__x86_64__)
+  const detail::AmxFp8Job job{w.codes, w.scales, w.n_rows, w.n_cols};
+  if (try_amx(
+          isa, w.n_rows, w.n_cols, x, n_tokens,
+          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
+            detail::fp8_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          },
+          opt))
+    return;
+#endif
   const int64_t scale_cols = (w.n_cols + 127) / 128;
   run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, out, opt, detail::fp8_tile_for(isa),
                             [&](detail::Fp8Tile& t, int r, int64_t row) {
@@ -84,6 +116,16 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
   DSV4_CHECK(w.n_cols % 32 == 0, "fp4_gemm: n_cols must be a multiple of 32");
   if (w.n_rows == 0 || n_tokens == 0) return;
   const Isa isa = resolve_isa(opt.isa);
+#if defined(__x86_64__)
+  const detail::AmxFp4Job job{w.packed, w.scales, w.n_rows, w.n_cols};
+  if (try_amx(
+          isa, w.n_rows, w.n_cols, x, n_tokens,
+          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
+            detail::fp4_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          },
+          opt))
+    return;
+#endif
   const float* xs = x;
   if (detail::fp4_tile_wants_permuted_x(isa)) {
     float* xp = fp4_x_scratch(n_tokens * w.n_cols);

@@ -48,8 +48,11 @@ struct MatmulOptions {
 };
 
 // x: [n_tokens, w.n_cols] (row stride n_cols), out: [n_tokens, w.n_rows] (row stride n_rows).
-// Results are bit-identical for any thread count and any n_tokens (each output is computed by one
-// fixed sequence of fp32 operations), and the scalar ISA accumulates in double (the reference contract).
+// Results are bit-identical for any thread count. Below detail::kAmxMinTokens tokens (and always
+// without AMX) they are also identical for any n_tokens: each output is one fixed sequence of fp32
+// operations. With AMX, batches of ≥ 16 tokens whose activations are exact in bf16 (fake-quantized ones
+// are) run on bf16 tiles with fp32 accumulation — same products, another summation order. The scalar ISA
+// accumulates in double (the reference contract).
 void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 

@@ -61,4 +61,34 @@ Fp4TileFn fp4_tile_for(Isa isa);
 void fp4_permute_x(const float* x, int64_t n_tokens, int64_t k, float* out);
 bool fp4_tile_wants_permuted_x(Isa isa);
 
+// ---- AMX-BF16 GEMM for prefill-sized batches (n_tokens >= kAmxMinTokens, k % 32 == 0) ----
+// C[n, t] = Σ_k W[n, k]·X[t, k] with W decoded to bf16 (exact: E2M1/E4M3 values times a power-of-two scale
+// have ≤ 4 significant bits) and X in bf16, which holds fake-quantized activations exactly; the tiles
+// accumulate in fp32. amx_pack_x refuses (returns false) activations that bf16 cannot hold exactly, and
+// the caller then uses the AVX-512 tiles.
+inline constexpr int64_t kAmxMinTokens = 16;
+
+// Activations [n_tokens, k] → bf16 VNNI blocks [ceil(n_tokens/16)][k/32][16 pairs][16 tokens] (u32 each:
+// x[t, 2p] | x[t, 2p+1] << 16), zero-padded past n_tokens. `out` holds amx_packed_x_words(n_tokens, k).
+int64_t amx_packed_x_words(int64_t n_tokens, int64_t k);
+#if defined(__x86_64__)
+bool amx_pack_x(const float* x, int64_t n_tokens, int64_t k, uint32_t* out);
+
+// Rows [r0, r1) (r0 a multiple of 16) of out[t, n] (stride n_rows), for all n_tokens.
+struct AmxFp4Job {
+  const uint8_t* packed;
+  const uint8_t* scales;
+  int64_t n_rows, k;
+};
+struct AmxFp8Job {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int64_t n_rows, k;
+};
+void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
+                       float* out, bool round_bf16);
+void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
+                       float* out, bool round_bf16);
+#endif
+
 }  // namespace dsv4::kernels::detail

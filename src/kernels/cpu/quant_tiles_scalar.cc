@@ -64,6 +64,7 @@ void fp4_tile_scalar(Fp4Tile& t) {
 Fp8TileFn fp8_tile_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
+    case Isa::kAmx:  // AMX only takes prefill-sized GEMMs; smaller ones use the AVX-512 tiles
     case Isa::kAvx512:
       return fp8_tile_avx512;
     case Isa::kAvx2:
@@ -77,6 +78,7 @@ Fp8TileFn fp8_tile_for(Isa isa) {
 Fp4TileFn fp4_tile_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
+    case Isa::kAmx:
     case Isa::kAvx512:
       return fp4_tile_avx512;
     case Isa::kAvx2:
@@ -87,7 +89,9 @@ Fp4TileFn fp4_tile_for(Isa isa) {
   }
 }
 
-bool fp4_tile_wants_permuted_x(Isa isa) { return isa == Isa::kAvx2 || isa == Isa::kAvx512; }
+int64_t amx_packed_x_words(int64_t n_tokens, int64_t k) { return ((n_tokens + 15) / 16) * 16 * (k / 2); }
+
+bool fp4_tile_wants_permuted_x(Isa isa) { return isa != Isa::kScalar && isa != Isa::kAuto; }
 
 void fp4_permute_x(const float* x, int64_t n_tokens, int64_t k, float* out) {
   for (int64_t t = 0; t < n_tokens; ++t) {

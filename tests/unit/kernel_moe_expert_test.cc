@@ -104,7 +104,7 @@ std::vector<float> spec_expert(const E& e, const std::vector<float>& xq, float r
     const float uc = std::fmin(std::fmax(u[i], -kLimit), kLimit);
     const float gc = std::fmin(g[i], kLimit);
     const float silu = gc / (1.0f + std::exp(-gc));  // torch's silu for float
-    h[i] = round_bf16(silu * uc * rw);
+    h[i] = round_bf16(rw * (silu * uc));
   }
   fake_quant_fp8(h, 128);
   return linear(e.w2, h);
@@ -166,6 +166,7 @@ TEST(KernelMoeExpert, SwigluClampsLikeTheSpec) {
   EXPECT_NEAR(swiglu_clamped(-20.0f, -20.0f, 0.5f, 10.0f), silu(-20.0) * -10.0 * 0.5, 1e-12);  // g not clamped below
   EXPECT_NEAR(swiglu_clamped(1.5f, -3.0f, 2.0f, 10.0f), silu(1.5) * -3.0 * 2.0, 1e-5);
   EXPECT_EQ(swiglu_clamped(0.0f, 5.0f, 1.0f, 10.0f), 0.0f);
+  EXPECT_NEAR(swiglu_clamped(20.0f, -30.0f, 1.0f, 0.0f), silu(20.0) * -30.0, 1e-4);  // limit 0: no clamp
 }
 
 TEST(KernelMoeExpert, Fp4RoutedExpertMatchesSpecAndUnfused) {

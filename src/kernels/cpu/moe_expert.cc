@@ -72,10 +72,12 @@ void unfused_epilogue(const float* g, const float* u, int64_t n_tokens, int64_t 
 }  // namespace
 
 float swiglu_clamped(float g, float u, float route_weight, float limit) {
-  u = std::clamp(u, -limit, limit);
-  g = std::min(g, limit);
-  const float silu = g / (1.0f + std::exp(-g));
-  return silu * u * route_weight;
+  if (limit > 0.0f) {
+    u = std::clamp(u, -limit, limit);
+    g = std::min(g, limit);  // the gate has no lower clamp
+  }
+  const float silu = g / (1.0f + std::exp(-g));  // torch's float silu
+  return route_weight * (silu * u);
 }
 
 int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {

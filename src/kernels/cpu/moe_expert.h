@@ -1,7 +1,7 @@
 // kernels: one MoE expert (spec §2.9) on quantized weights, fused and unfused. For every token t:
 //   g = bf16(w1·x_t), u = bf16(w3·x_t)            (the linears output bf16; spec §2.0)
 //   u ← clamp(u, −limit, limit), g ← min(g, limit)  (no lower clamp on g)
-//   h = silu(g)·u·route_weight[t]                 (fp32; the routing weight is applied before w2)
+//   h = route_weight[t]·(silu(g)·u)               (fp32; the routing weight is applied before w2)
 //   out_t = bf16(w2 · fake_quant_fp8(bf16(h)))    (w2's own 1×128 activation quantization)
 // x must already be fake-quantized per 1×128 (the FP8 linear's activation quantization of w1/w3 input).
 // The fused path computes gate and up rows in one tile (shared activation loads, one pool dispatch, no
@@ -24,7 +24,8 @@ struct Fp8Expert {
   Fp8Matrix w1, w3, w2;
 };
 
-// The activation above for one element, on the bf16-rounded linear outputs.
+// The activation above for one element, on the bf16-rounded linear outputs; limit ≤ 0 disables the
+// clamp (the shared expert before the 2026-04-27 fix).
 float swiglu_clamped(float g, float u, float route_weight, float limit);
 
 // Scratch floats the expert functions need for n_tokens (the caller owns it; no allocation inside).

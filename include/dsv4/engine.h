@@ -47,6 +47,8 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
+// A token that ends generation (EOS or a stop id) is reported too, with empty text of its own; any text
+// held back while it could have begun a stop string is released on the last event of the request.
 struct TokenEvent {
   int32_t token = 0;
   std::string text;  // complete UTF-8 released by this token (may be empty while a character is split)
@@ -74,6 +76,14 @@ struct EngineStats {
   int64_t pool_blocks_total = 0;
   int64_t pool_blocks_free = 0;
   double spec_acceptance = 0.0;
+  // Added by the runtime (all optional to read):
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t prefix_cache_hits = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  std::vector<double> spec_acceptance_by_position;  // [k]: accepted / proposed at draft position i
+  int64_t state_bytes_in_use = 0;                   // live sequences and cached prefixes, all state kinds
+  int64_t state_bytes_budget = 0;
 };
 
 struct EngineInfo {

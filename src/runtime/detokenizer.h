@@ -1,0 +1,25 @@
+// runtime: incremental detokenization as the runtime needs it (text for stop strings and for the
+// TokenEvent stream). The tokenizer library's StreamDecoder is adapted to this in
+// runtime/tokenizer_detokenizer.h; tests use a fake table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dsv4 {
+
+class DetokenizerStream {
+ public:
+  virtual ~DetokenizerStream() = default;
+  // Complete UTF-8 released by this token (empty while a character is split across tokens).
+  virtual std::string push(int32_t token) = 0;
+};
+
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::unique_ptr<DetokenizerStream> new_stream() const = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,87 @@
+// runtime: the model as the runtime sees it. A flat batch of (seq, pos, token, want_logits) in, logits
+// rows out; per-sequence state created, freed, copied and rolled back by the runner. The scheduler,
+// sampler, speculative decoder and prefix cache are written against this interface only, so every one
+// of them is tested with a deterministic fake (runtime/testing/fake_model_runner.h) before the real
+// forward pass is plugged in (runtime/model_model_runner.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace dsv4 {
+
+// A runner-side sequence slot, handed out by create_sequence().
+using SeqSlot = int32_t;
+
+// One token of a batch. Tokens of one sequence appear in increasing `pos` order and continue exactly
+// where that sequence's state ends (pos == length(seq) for the first one).
+struct RunnerToken {
+  SeqSlot seq = 0;
+  int32_t pos = 0;
+  int32_t token = 0;
+  bool want_logits = false;
+};
+
+// Bytes of per-sequence state, split by the kinds of spec §4, summed over all layers (MTP included).
+// `*_per_token` grows with the sequence; `*_per_seq` is paid once per live sequence.
+struct StateFootprint {
+  int64_t window_ring_per_seq = 0;          // SWA rings [window, 512] per layer (FP8 584-byte entries)
+  int64_t compressed_main_per_token = 0;    // CSA/HCA compressed rows (584 B each) / ratio
+  int64_t compressed_indexer_per_token = 0; // CSA indexer keys (128 FP4 dims + scales) / 4
+  int64_t compressor_partial_per_seq = 0;   // compressor kv/score f32 partial blocks (main + indexer)
+  int64_t per_token() const { return compressed_main_per_token + compressed_indexer_per_token; }
+  int64_t per_seq() const { return window_ring_per_seq + compressor_partial_per_seq; }
+};
+
+struct RunnerInfo {
+  std::string model_name;
+  int32_t vocab_size = 0;
+  int64_t context_size = 0;
+  int32_t bos_token_id = 0;
+  int32_t eos_token_id = 1;
+  // Largest number of trailing tokens truncate() can drop exactly. Speculative decoding with k drafts
+  // needs k (the verify step feeds k+1 tokens and keeps at least 1).
+  int32_t max_rollback = 0;
+  bool has_mtp = false;  // draft() is available
+  StateFootprint footprint;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const RunnerInfo& info() const = 0;
+
+  // A fresh, empty sequence state (length 0). kResourceExhausted when the runner has no slot left.
+  virtual Result<SeqSlot> create_sequence() = 0;
+  virtual void free_sequence(SeqSlot seq) = 0;
+  // Tokens whose state the sequence holds.
+  virtual int32_t length(SeqSlot seq) const = 0;
+
+  // Runs the batch. `logits` receives one [vocab] row per token with want_logits, in batch order:
+  // [n_logits, vocab]. The logits of a row depend only on that sequence's history (batch invariance).
+  virtual Status forward(std::span<const RunnerToken> batch, std::vector<float>* logits) = 0;
+
+  // Exact rollback: the state becomes what a run that only ever saw the first `new_len` tokens has.
+  // Needs length - new_len <= info().max_rollback (the ring and compressor rows overwritten since are
+  // still held); the MTP draft state is rolled back too.
+  virtual Status truncate(SeqSlot seq, int32_t new_len) = 0;
+
+  // `dst` (an empty sequence) becomes exactly the state of `src` after its first `len` tokens; used by
+  // the prefix cache. Any len <= length(src) is allowed: a copy ending mid-window or mid-compression-block
+  // is rebuilt exactly (the runner may recompute the tail from tokens it kept).
+  virtual Status copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) = 0;
+
+  // One MTP draft step for each listed sequence (spec §2.11): the draft head consumes `token` at `pos`
+  // (its hidden input is the main model's output at pos-1 when pos == length(seq), else its own output
+  // from the previous draft step of this sequence) and returns logits predicting pos+1, one [vocab]
+  // row per entry. Draft steps never change what forward() computes; they are discarded by the next
+  // forward or truncate of the sequence.
+  virtual Status draft(std::span<const RunnerToken> batch, std::vector<float>* logits) = 0;
+};
+
+}  // namespace dsv4

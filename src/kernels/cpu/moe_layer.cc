@@ -1,0 +1,240 @@
+// kernels: the MoE layer — token grouping, one gate/up/SwiGLU dispatch over all experts' rows, one down
+// dispatch over output rows with the expert-ordered fp32 combine.
+#include "kernels/cpu/moe_layer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+#include "core/check.h"
+#include "core/formats.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/quant_tiles.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using detail::kTileRows;
+using detail::kTileTokens;
+
+template <typename T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+template <typename Fn>
+void for_range(const MatmulOptions& opt, int64_t n, int64_t grain, Fn&& fn) {
+  if (opt.pool != nullptr) {
+    opt.pool->parallel_for(n, grain, fn);
+  } else if (n > 0) {
+    fn(0, n, 0);
+  }
+}
+
+}  // namespace
+
+void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
+               const float* route_weights, int64_t top_k, float* y, MoeLayerScratch& s, const MatmulOptions& opt) {
+  DSV4_CHECK(w.n_experts > 0 && w.experts != nullptr, "moe_layer: no experts");
+  const int64_t d = w.experts[0].w1.n_cols, n_inter = w.experts[0].w1.n_rows;
+  const int64_t shared_inter = w.shared ? w.shared->w1.n_rows : 0;
+  DSV4_CHECK(d % 128 == 0 && n_inter % 128 == 0 && shared_inter % 128 == 0, "moe_layer: dims must be multiples of 128");
+  if (n_tokens <= 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  const bool permute = detail::fp4_tile_wants_permuted_x(isa);
+  const detail::Fp4TileFn fp4_tile = detail::fp4_tile_for(isa);
+  const detail::Fp8TileFn fp8_tile = detail::fp8_tile_for(isa);
+
+  // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
+  float* xq = grow(s.xq, n_tokens * d);  // [n_tokens, d]
+  std::memcpy(xq, x, sizeof(float) * static_cast<size_t>(n_tokens * d));
+  for (int64_t t = 0; t < n_tokens; ++t) fake_quant_fp8(std::span<float>(xq + t * d, static_cast<size_t>(d)), 128);
+
+  // Group (token, weight) assignments by expert with a counting sort: slots in ascending expert id, tokens
+  // ascending within a slot. The shared expert is the last slot and takes every token.
+  std::vector<int32_t>& count = s.row_offset;  // reused: per-expert counts, then row offsets
+  count.assign(static_cast<size_t>(w.n_experts + 1), 0);
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int64_t j = 0; j < top_k; ++j) {
+      const int32_t e = expert_ids[t * top_k + j];
+      DSV4_CHECK(e >= 0 && e < w.n_experts, "moe_layer: expert id out of range");
+      bool dup = false;
+      for (int64_t i = 0; i < j; ++i) dup |= expert_ids[t * top_k + i] == e;
+      if (!dup) ++count[static_cast<size_t>(e)];
+    }
+  s.slot_expert.clear();
+  s.slot_begin.clear();
+  int32_t n_assign = 0;
+  for (int64_t e = 0; e < w.n_experts; ++e) {
+    if (count[static_cast<size_t>(e)] == 0) continue;
+    s.slot_expert.push_back(static_cast<int32_t>(e));
+    s.slot_begin.push_back(n_assign);
+    n_assign += count[static_cast<size_t>(e)];
+  }
+  const int64_t n_routed_slots = static_cast<int64_t>(s.slot_expert.size());
+  s.slot_begin.push_back(n_assign);
+  int32_t* assign_token = grow(s.assign_token, n_assign);
+  float* assign_weight = grow(s.assign_weight, n_assign);
+  {
+    std::vector<int32_t>& fill = s.slot_fill;
+    fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
+    std::vector<int32_t>& slot_of = s.slot_of;
+    slot_of.assign(static_cast<size_t>(w.n_experts), -1);
+    for (int64_t i = 0; i < n_routed_slots; ++i) slot_of[static_cast<size_t>(s.slot_expert[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t j = 0; j < top_k; ++j) {
+        const int32_t e = expert_ids[t * top_k + j];
+        bool dup = false;
+        for (int64_t i = 0; i < j; ++i) dup |= expert_ids[t * top_k + i] == e;
+        if (dup) continue;
+        const int32_t pos = fill[static_cast<size_t>(slot_of[static_cast<size_t>(e)])]++;
+        assign_token[pos] = static_cast<int32_t>(t);
+        assign_weight[pos] = route_weights[t * top_k + j];
+      }
+  }
+  // Stage-1 rows: each routed slot owns n_inter rows, then the shared expert shared_inter rows.
+  const int64_t n_slots = n_routed_slots + (w.shared ? 1 : 0);
+  std::vector<int32_t>& row_off = s.row_offset;
+  row_off.assign(static_cast<size_t>(n_slots + 1), 0);
+  for (int64_t i = 0; i < n_slots; ++i)
+    row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
+
+  // Gathered activations per assignment ([n_assign, d], FP4 block order for the vector tiles).
+  float* xg = grow(s.xperm, static_cast<int64_t>(n_assign) * d);
+  for (int32_t a = 0; a < n_assign; ++a) {
+    const float* src = xq + static_cast<int64_t>(assign_token[a]) * d;
+    if (permute) {
+      detail::fp4_permute_x(src, 1, d, xg + static_cast<int64_t>(a) * d);
+    } else {
+      std::memcpy(xg + static_cast<int64_t>(a) * d, src, sizeof(float) * static_cast<size_t>(d));
+    }
+  }
+  // h: routed [n_assign, n_inter] then shared [n_tokens, shared_inter].
+  const int64_t shared_h_off = static_cast<int64_t>(n_assign) * n_inter;
+  float* h = grow(s.h, shared_h_off + n_tokens * shared_inter);
+
+  // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch.
+  for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
+    int64_t slot = std::upper_bound(row_off.begin(), row_off.end(), static_cast<int32_t>(r0)) - row_off.begin() - 1;
+    for (int64_t r = r0; r < r1;) {
+      while (r >= row_off[static_cast<size_t>(slot + 1)]) ++slot;
+      const int64_t i0 = r - row_off[static_cast<size_t>(slot)];
+      const int64_t i1 = std::min<int64_t>(r1, row_off[static_cast<size_t>(slot + 1)]) - row_off[static_cast<size_t>(slot)];
+      if (slot < n_routed_slots) {
+        const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+        const int64_t a0 = s.slot_begin[static_cast<size_t>(slot)], na = s.slot_begin[static_cast<size_t>(slot + 1)] - a0;
+        detail::Fp4Tile t;
+        t.k = d;
+        t.ldx = d;
+        t.n_rows = 2;
+        for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {
+          t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, na - t0));
+          t.x = xg + (a0 + t0) * d;
+          for (int64_t i = i0; i < i1; ++i) {
+            t.w[0] = e.w1.packed + i * (d / 2);
+            t.s[0] = e.w1.scales + i * (d / 32);
+            t.w[1] = e.w3.packed + i * (d / 2);
+            t.s[1] = e.w3.scales + i * (d / 32);
+            fp4_tile(t);
+            for (int j = 0; j < t.n_tokens; ++j)
+              h[(a0 + t0 + j) * n_inter + i] = swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]),
+                                                              assign_weight[a0 + t0 + j], w.swiglu_limit);
+          }
+        }
+      } else {
+        const Fp8Expert& e = *w.shared;
+        const int64_t sc = (d + 127) / 128;
+        detail::Fp8Tile t;
+        t.k = d;
+        t.ldx = d;
+        t.n_rows = 2;
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
+          t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
+          t.x = xq + t0 * d;
+          for (int64_t i = i0; i < i1; ++i) {
+            t.w[0] = e.w1.codes + i * d;
+            t.s[0] = e.w1.scales + (i / 128) * sc;
+            t.w[1] = e.w3.codes + i * d;
+            t.s[1] = e.w3.scales + (i / 128) * sc;
+            fp8_tile(t);
+            for (int j = 0; j < t.n_tokens; ++j)
+              h[shared_h_off + (t0 + j) * shared_inter + i] =
+                  swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]), 1.0f, w.swiglu_limit);
+          }
+        }
+      }
+      r = row_off[static_cast<size_t>(slot)] + i1;
+    }
+  });
+
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to FP4 block order.
+  const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
+  float* hp = grow(s.hperm, static_cast<int64_t>(n_assign) * n_inter);
+  for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const bool routed = r < n_assign;
+      const int64_t len = routed ? n_inter : shared_inter;
+      float* row = routed ? h + r * n_inter : h + shared_h_off + (r - n_assign) * shared_inter;
+      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
+      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
+      if (routed && permute) detail::fp4_permute_x(row, 1, n_inter, hp + r * n_inter);
+    }
+  });
+  const float* h_routed = permute ? hp : h;
+
+  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
+  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
+    for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
+    for (int64_t slot = 0; slot < n_slots; ++slot) {
+      const bool routed = slot < n_routed_slots;
+      const int64_t a0 = routed ? s.slot_begin[static_cast<size_t>(slot)] : 0;
+      const int64_t na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - a0 : n_tokens;
+      for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, na - t0));
+        for (int64_t n = n0; n < n1; n += kTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n1 - n));
+          float sums[kTileRows][kTileTokens];
+          if (routed) {
+            const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+            detail::Fp4Tile t;
+            t.k = n_inter;
+            t.ldx = n_inter;
+            t.n_rows = nr;
+            t.n_tokens = nt;
+            t.x = h_routed + (a0 + t0) * n_inter;
+            for (int r = 0; r < nr; ++r) {
+              t.w[r] = e.w2.packed + (n + r) * (n_inter / 2);
+              t.s[r] = e.w2.scales + (n + r) * (n_inter / 32);
+            }
+            fp4_tile(t);
+            std::memcpy(sums, t.sums, sizeof(sums));
+          } else {
+            const Fp8Expert& e = *w.shared;
+            detail::Fp8Tile t;
+            t.k = shared_inter;
+            t.ldx = shared_inter;
+            t.n_rows = nr;
+            t.n_tokens = nt;
+            t.x = h + shared_h_off + t0 * shared_inter;
+            for (int r = 0; r < nr; ++r) {
+              t.w[r] = e.w2.codes + (n + r) * shared_inter;
+              t.s[r] = e.w2.scales + ((n + r) / 128) * ((shared_inter + 127) / 128);
+            }
+            fp8_tile(t);
+            std::memcpy(sums, t.sums, sizeof(sums));
+          }
+          for (int j = 0; j < nt; ++j) {
+            const int64_t tok = routed ? assign_token[a0 + t0 + j] : t0 + j;
+            for (int r = 0; r < nr; ++r) y[tok * d + n + r] += round_bf16(sums[r][j]);  // each expert outputs bf16
+          }
+        }
+      }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t n = n0; n < n1; ++n) y[t * d + n] = round_bf16(y[t * d + n]);
+  });
+}
+
+}  // namespace dsv4::kernels

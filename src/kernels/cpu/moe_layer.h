@@ -1,0 +1,37 @@
+// kernels: a whole MoE layer's experts (spec §2.9 after routing) in two thread-pool dispatches.
+// Tokens are grouped by expert; stage 1 splits the gate/up rows of every active expert (and the shared
+// expert) across all threads at once, so 2 or 64 cores are busy even when each expert has one token;
+// stage 2 gives each thread a slice of output rows and sums that slice over the experts in expert-id order,
+// then adds the shared expert and rounds to bf16 — the reference's combine, with no cross-thread reduction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/moe_expert.h"
+
+namespace dsv4::kernels {
+
+struct MoeLayerWeights {
+  const Fp4Expert* experts = nullptr;  // [n_experts] routed experts (w1/w3 [n_inter, d_model], w2 [d_model, n_inter])
+  int64_t n_experts = 0;
+  const Fp8Expert* shared = nullptr;  // the shared expert (may be nullptr)
+  float swiglu_limit = 10.0f;         // ≤ 0 disables the clamp
+};
+
+// Grow-only buffers reused across calls (allocation only when a larger batch than before arrives).
+struct MoeLayerScratch {
+  std::vector<float> xq, xperm, h, hperm;
+  std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, assign_token, row_offset;
+  std::vector<float> assign_weight;
+};
+
+// x: [n_tokens, d_model] bf16 values (the ffn_norm output; fake-quantized here, once per token);
+// expert_ids / route_weights: [n_tokens, top_k] (an expert listed twice for a token runs once, with its
+// first weight — as the reference does). y: [n_tokens, d_model] = bf16(Σ_e routed (expert-id order) +
+// shared). Scalar ISA: bit-identical to running moe_expert_fp4/fp8 per token and summing.
+void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
+               const float* route_weights, int64_t top_k, float* y, MoeLayerScratch& scratch,
+               const MatmulOptions& opt);
+
+}  // namespace dsv4::kernels

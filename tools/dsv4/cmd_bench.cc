@@ -8,14 +8,19 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "args.h"
 #include "command.h"
+#include "core/dtype.h"
 #include "core/quant.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/moe_layer.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/read_probe.h"
 
@@ -26,9 +31,10 @@ using kernels::Isa;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
-    "usage: dsv4 bench [--json] [--threads N] [--isa auto|scalar|avx2|avx512] [--probe-mb MB]\n"
-    "                  [--working-set-mb MB] [--min-time SECONDS]\n"
+    "usage: dsv4 bench [--model DIR] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
+    "  --model: also the checkpoint's weight bytes read per decode token and the tokens/s the probe allows.\n"
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
     "  so that both read DRAM, not cache.\n";
 
@@ -121,8 +127,35 @@ double time_per_call(double min_time, int64_t min_iters, Step step) {
   return elapsed / static_cast<double>(iters);
 }
 
+// Weight bytes one decode token reads from a checkpoint (spec §3 names): every backbone tensor in full,
+// except the routed experts (n_activated of n_routed per layer), the embedding and the hash-routing tables
+// (one row each). MTP / DSpark stages (speculative decoding only) are counted separately.
+struct DecodeBytes {
+  double backbone = 0, routed = 0, mtp = 0;
+};
+
+Result<DecodeBytes> decode_bytes(const std::string& dir) {
+  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
+  DSV4_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  DecodeBytes b;
+  const double active = static_cast<double>(cfg.n_activated_experts) / static_cast<double>(cfg.n_routed_experts);
+  for (const TensorInfo& t : ckpt.tensors()) {
+    const double bytes = static_cast<double>(t.data.size());
+    const bool row_read = t.name == "embed.weight" || t.name.find("ffn.gate.tid2eid") != std::string::npos;
+    const double read = row_read && !t.shape.empty() ? bytes / static_cast<double>(t.shape[0]) : bytes;
+    if (t.name.rfind("mtp.", 0) == 0) {
+      b.mtp += read;
+    } else if (t.name.find(".ffn.experts.") != std::string::npos) {
+      b.routed += read * active;
+    } else {
+      b.backbone += read;
+    }
+  }
+  return b;
+}
+
 int cmd_bench(int argc, char** argv) {
-  auto parsed = Args::parse(argc, argv, {"--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time"},
+  auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -148,6 +181,13 @@ int cmd_bench(int argc, char** argv) {
   if (!min_time.is_ok()) return report_error("bench", min_time.status());
   const bool json = args.has("--json");
 
+  std::optional<DecodeBytes> model_bytes;
+  if (auto dir = args.get("--model")) {
+    auto r = decode_bytes(*dir);
+    if (!r.is_ok()) return report_error("bench", r.status());
+    model_bytes = *r;
+  }
+
   ThreadPool pool(static_cast<int>(*threads));
   const Isa used = kernels::resolve_isa(isa);
   nlohmann::json report;
@@ -163,6 +203,22 @@ int cmd_bench(int argc, char** argv) {
                 static_cast<double>(llc) / kMiB);
     std::printf("read probe: %.1f GB/s best, %.1f GB/s mean over %d passes of %.0f MiB\n\n", probe.best_gbps,
                 probe.mean_gbps, probe.passes, static_cast<double>(probe.bytes) / kMiB);
+  }
+
+  if (model_bytes) {
+    const double per_token = model_bytes->backbone + model_bytes->routed;
+    report["model"] = {{"dir", *args.get("--model")},
+                       {"weight_bytes_per_decode_token", per_token},
+                       {"routed_expert_bytes_per_token", model_bytes->routed},
+                       {"mtp_bytes_per_draft_token", model_bytes->mtp},
+                       {"tokens_per_s_at_probe_bandwidth", probe.best_gbps * 1e9 / per_token}};
+    if (!json)
+      std::printf("model: %.3f GB of weights per decode token (%.3f GB routed experts; MTP %.3f GB per draft)\n"
+                  "       -> at most %.2f tokens/s at the probe's bandwidth (decode forward pass not measured yet)\n\n",
+                  per_token / 1e9, model_bytes->routed / 1e9, model_bytes->mtp / 1e9, probe.best_gbps * 1e9 / per_token);
+  }
+
+  if (!json) {
     std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set):\n",
                 static_cast<long long>(*ws_mb));
     std::printf("  %-28s %-24s %12s %9s %8s %9s\n", "tensor", "kernel", "shape", "us/call", "GB/s", "of probe");
@@ -183,7 +239,8 @@ int cmd_bench(int argc, char** argv) {
       run_gemm(s, ws[static_cast<size_t>(i % copies)], x.data(), 1, out.data(), opt);
     });
     const double gbps = static_cast<double>(bytes) / sec / 1e9;
-    const std::string kernel = std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(used) + "/m=1";
+    const std::string kernel =
+        std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols)) + "/m=1";
     const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
     gemv.push_back({{"tensor", s.name},
                     {"kernel", kernel},
@@ -199,7 +256,66 @@ int cmd_bench(int argc, char** argv) {
   }
   report["decode_gemv"] = gemv;
 
-  // 3. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
+  // 3. One MoE layer at decode (1 token, 6 of n routed FP4 experts + the FP8 shared expert), with enough
+  // distinct experts that they do not fit in cache; the routing changes every call.
+  {
+    const Shape w13 = kShapes[0], w2 = kShapes[1], s13 = kShapes[6], s2 = kShapes[7];
+    const int64_t expert_bytes = 2 * matrix_bytes(w13) + matrix_bytes(w2);
+    const int64_t n_experts = std::max<int64_t>(8, (*ws_mb * kMiB + expert_bytes - 1) / expert_bytes);
+    std::vector<Weights> store;
+    store.reserve(static_cast<size_t>(3 * n_experts + 3));
+    std::vector<kernels::Fp4Expert> experts(static_cast<size_t>(n_experts));
+    auto fp4m = [&](const Shape& s) {
+      store.push_back(make_weights(s, 5000 + store.size()));
+      return kernels::Fp4Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
+    };
+    auto fp8m = [&](const Shape& s) {
+      store.push_back(make_weights(s, 5000 + store.size()));
+      return kernels::Fp8Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
+    };
+    for (auto& e : experts) {
+      e.w1 = fp4m(w13);
+      e.w3 = fp4m(w13);
+      e.w2 = fp4m(w2);
+    }
+    kernels::Fp8Expert shared{fp8m(s13), fp8m(s13), fp8m(s2)};
+    const int64_t shared_bytes = 2 * matrix_bytes(s13) + matrix_bytes(s2);
+    constexpr int64_t kTopK = 6;
+    const std::vector<float> x = make_activations(1, 4096, 11);
+    std::vector<float> y(4096);
+    std::vector<int32_t> ids(kTopK);
+    const std::vector<float> rw(kTopK, 0.25f);
+    kernels::MoeLayerScratch scratch;
+    const kernels::MoeLayerWeights lw{experts.data(), n_experts, &shared, 10.0f};
+    const kernels::MatmulOptions opt{true, used, &pool};
+    uint64_t seed = 77;
+    const double sec = time_per_call(*min_time, n_experts / kTopK + 1, [&](int64_t) {
+      for (int64_t j = 0; j < kTopK; ++j) {  // six distinct experts
+        int32_t e;
+        bool dup;
+        do {
+          e = static_cast<int32_t>(splitmix(seed) % static_cast<uint64_t>(n_experts));
+          dup = std::find(ids.begin(), ids.begin() + j, e) != ids.begin() + j;
+        } while (dup);
+        ids[static_cast<size_t>(j)] = e;
+      }
+      kernels::moe_layer(lw, x.data(), 1, ids.data(), rw.data(), kTopK, y.data(), scratch, opt);
+    });
+    const int64_t bytes = kTopK * expert_bytes + shared_bytes;
+    const double gbps = static_cast<double>(bytes) / sec / 1e9;
+    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096)) + "/m=1"},
+                                  {"n_experts_in_memory", n_experts},
+                                  {"weight_bytes_per_token", bytes},
+                                  {"us_per_call", sec * 1e6},
+                                  {"gbps", gbps},
+                                  {"ratio_to_probe", gbps / probe.best_gbps}};
+    if (!json)
+      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", "moe layer (6 routed+shared)",
+                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096)) + "/m=1").c_str(),
+                  (std::to_string(bytes / 1000000) + " MB").c_str(), sec * 1e6, gbps, 100.0 * gbps / probe.best_gbps);
+  }
+
+  // 4. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
   if (!json) {
     std::printf("\nprefill GEMM:\n  %-28s %-24s %6s %10s %9s\n", "tensor", "kernel", "m", "ms/call", "GFLOP/s");
   }
@@ -213,8 +329,8 @@ int cmd_bench(int argc, char** argv) {
       const double sec =
           time_per_call(*min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
       const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
-      const std::string kernel =
-          std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(used) + "/m=" + std::to_string(m);
+      const std::string kernel = std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") +
+                                 kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols)) + "/m=" + std::to_string(m);
       gemm.push_back({{"tensor", s.name}, {"kernel", kernel}, {"m", m}, {"ms_per_call", sec * 1e3}, {"gflops", gflops}});
       if (!json)
         std::printf("  %-28s %-24s %6lld %10.3f %9.1f\n", s.name, kernel.c_str(), static_cast<long long>(m), sec * 1e3,

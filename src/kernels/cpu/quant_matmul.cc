@@ -83,6 +83,12 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, float
 
 }  // namespace
 
+Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols) {
+  const Isa isa = resolve_isa(requested);
+  if (isa == Isa::kAmx && (n_tokens < detail::kAmxMinTokens || n_cols % 32 != 0 || n_cols == 0)) return Isa::kAvx512;
+  return isa;
+}
+
 int64_t fp8_weight_bytes(const Fp8Matrix& w) {
   return w.n_rows * w.n_cols + ((w.n_rows + 127) / 128) * ((w.n_cols + 127) / 128);
 }

@@ -56,6 +56,10 @@ struct MatmulOptions {
 void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 
+// The ISA whose code fp8_gemm / fp4_gemm run for this request (AMX only serves batches of ≥ 16 tokens
+// with k % 32 == 0 and bf16-exact activations; smaller ones run the AVX-512 tiles): bench case names.
+Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols);
+
 // Bytes of weight data (codes + scales) a kernel streams once per call: the bandwidth figure of bench.
 int64_t fp8_weight_bytes(const Fp8Matrix& w);
 int64_t fp4_weight_bytes(const Fp4Matrix& w);

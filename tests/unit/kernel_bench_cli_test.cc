@@ -1,0 +1,68 @@
+// unit: `dsv4 bench` end to end at tiny sizes — the JSON report has every section, its byte counts follow
+// the spec §3 layouts, its rates are positive, and --model counts a checkpoint's per-token weight bytes
+// (routed experts at n_activated / n_routed) as computed here independently from the tensor list.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "test_util.h"
+
+namespace dsv4 {
+namespace {
+
+TEST(KernelBenchCli, JsonReportAtTinySizes) {
+  const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
+  const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 2 --probe-mb 8" +
+                                   " --working-set-mb 8 --min-time 0.01 --model " + ckpt_dir.string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_GT(j["read_probe"]["best_gbps"].get<double>(), 0.0);
+  EXPECT_EQ(j["read_probe"]["bytes"].get<int64_t>(), 8 << 20);
+
+  const auto& gemv = j["decode_gemv"];
+  ASSERT_EQ(gemv.size(), 8u);
+  for (const auto& c : gemv) {
+    const int64_t n = c["n_rows"], k = c["n_cols"];
+    const std::string kernel = c["kernel"];
+    const int64_t want = kernel.rfind("fp4_gemm/", 0) == 0 ? n * k / 2 + n * k / 32
+                                                           : n * k + ((n + 127) / 128) * ((k + 127) / 128);
+    EXPECT_EQ(c["weight_bytes"].get<int64_t>(), want) << kernel;
+    EXPECT_GT(c["gbps"].get<double>(), 0.0);
+    EXPECT_NE(kernel.find("/m=1"), std::string::npos);
+  }
+  // 6 routed FP4 experts (w1, w3, w2) + the FP8 shared expert, per decode token.
+  const int64_t fp4 = 2048 * 4096 / 2 + 2048 * 4096 / 32, fp8 = 2048 * 4096 + 16 * 32;
+  EXPECT_EQ(j["decode_moe_layer"]["weight_bytes_per_token"].get<int64_t>(), 6 * 3 * fp4 + 3 * fp8);
+  EXPECT_EQ(j["prefill_gemm"].size(), 10u);
+
+  auto cfg = load_model_config(ckpt_dir);
+  auto ckpt = Checkpoint::open(ckpt_dir);
+  ASSERT_TRUE(cfg.is_ok() && ckpt.is_ok());
+  double experts = 0, mtp = 0;
+  for (const auto& t : ckpt->tensors()) {
+    if (t.name.rfind("mtp.", 0) == 0) {
+      mtp += static_cast<double>(t.data.size()) /
+             (t.name == "mtp.0.ffn.gate.tid2eid" ? static_cast<double>(t.shape[0]) : 1.0);
+    } else if (t.name.find(".ffn.experts.") != std::string::npos) {
+      experts += static_cast<double>(t.data.size());
+    }
+  }
+  const double routed = experts * static_cast<double>(cfg->n_activated_experts) / static_cast<double>(cfg->n_routed_experts);
+  EXPECT_NEAR(j["model"]["routed_expert_bytes_per_token"].get<double>(), routed, 1e-6 * routed);
+  EXPECT_GT(j["model"]["weight_bytes_per_decode_token"].get<double>(), routed);
+  EXPECT_LT(j["model"]["weight_bytes_per_decode_token"].get<double>(), static_cast<double>(ckpt->total_bytes()));
+}
+
+TEST(KernelBenchCli, RejectsBadFlags) {
+  auto r = test::run_command(test::cli_path().string() + " bench --isa sse9 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.bad_isa"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --model /nonexistent/dir --probe-mb 1 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace dsv4

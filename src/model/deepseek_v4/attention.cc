@@ -1,0 +1,108 @@
+// model/deepseek_v4: attention module (spec §2.3–2.8).
+#include "model/deepseek_v4/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "core/formats.h"
+#include "core/quant.h"
+#include "model/deepseek_v4/compressor.h"
+#include "model/deepseek_v4/indexer.h"
+#include "ops/reference/common.h"
+#include "ops/reference/linear.h"
+#include "ops/reference/norm.h"
+#include "ops/reference/rope.h"
+#include "ops/reference/sparse_attention.h"
+
+namespace dsv4::v4 {
+
+void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, LayerState* st) {
+  st->window.assign(static_cast<size_t>(ctx.cfg.window_size * ctx.cfg.head_dim), 0.0f);
+  if (w.has_compressor) compressor_init(w.compressor, &st->compressor);
+  if (w.has_indexer) compressor_init(w.indexer.compressor, &st->index_keys);
+}
+
+void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, LayerState* st, const float* x,
+                       int64_t start, int64_t n, float* out, IndexerSelection* selection) {
+  const ModelConfig& c = ctx.cfg;
+  const int64_t H = c.n_heads, D = c.head_dim, rd = c.rope_head_dim, win = c.window_size;
+  const auto& freqs = ctx.rope_for_layer(il);
+  const float eps = static_cast<float>(c.norm_eps);
+
+  // 1. Query latent qr = RMSNorm_q(wq_a·x): [n, q_lora_rank] (the indexer reuses it).
+  std::vector<float> qr(static_cast<size_t>(n * c.q_lora_rank));
+  ref::linear(w.wq_a.params, w.wq_a.w.data(), x, n, qr.data());
+  ref::rms_norm(qr.data(), n, c.q_lora_rank, w.q_norm.data(), eps, qr.data());
+  // 2. Query heads [n, H, D]: per-head RMS in bf16 steps, RoPE on the last rd dims.
+  std::vector<float> q(static_cast<size_t>(n * H * D));
+  ref::linear(w.wq_b.params, w.wq_b.w.data(), qr.data(), n, q.data());
+  ref::head_rms_norm_bf16(q.data(), n * H, D, eps);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < H; ++h) ref::apply_rope(q.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
+  // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x), RoPE tail, FP8 simulation of the nope dims (64-blocks).
+  std::vector<float> kv(static_cast<size_t>(n * D));
+  ref::linear(w.wkv.params, w.wkv.w.data(), x, n, kv.data());
+  ref::rms_norm(kv.data(), n, D, w.kv_norm.data(), eps, kv.data());
+  for (int64_t i = 0; i < n; ++i) {
+    float* row = kv.data() + i * D;
+    ref::apply_rope(row + D - rd, rd, freqs.data(), start + i, false);
+    fake_quant_fp8(std::span<float>(row, static_cast<size_t>(D - rd)), 64);
+  }
+
+  // 4. Compressed entries: CSA selects with the indexer, HCA sees every visible entry.
+  const int64_t ratio = c.compress_ratio(il);
+  std::vector<std::vector<int32_t>> selected;
+  if (w.has_indexer) indexer_select(ctx, il, w.indexer, st, x, qr.data(), start, n, &selected, selection ? &selection->scores : nullptr);
+  if (w.has_compressor)
+    compressor_feed(w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, x, start, n);
+  if (selection) {
+    selection->width = w.has_indexer ? std::min<int64_t>(c.index_topk, (start + n) / ratio) : 0;
+    selection->ids.assign(static_cast<size_t>(n * selection->width), -1);
+    for (int64_t i = 0; w.has_indexer && i < n; ++i)
+      std::copy(selected[static_cast<size_t>(i)].begin(), selected[static_cast<size_t>(i)].end(),
+                selection->ids.begin() + i * selection->width);
+  }
+
+  // 5. Per query: the index list [window (chronological, −1 padded) ‖ compressed], as the reference lays
+  // it out, since its order fixes the 64-block partition of the online softmax (golden README item 12).
+  // Window width: min(n, win) for a one-shot prefill from position 0 (reference prefill), else win
+  // (reference decode; chunks follow the decode layout).
+  const int64_t win_cols = start == 0 ? std::min(n, win) : win;
+  ref::SparseAttentionParams ap{H, D, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
+  std::vector<const float*> rows;
+  std::vector<float> o(static_cast<size_t>(n * H * D));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = start + i;
+    rows.clear();
+    const int64_t first = std::max<int64_t>(0, pos - win + 1);
+    for (int64_t p = first; p <= pos; ++p)
+      rows.push_back(p >= start ? kv.data() + (p - start) * D : st->window.data() + (p % win) * D);
+    while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
+    if (w.has_indexer) {
+      for (int32_t t : selected[static_cast<size_t>(i)]) rows.push_back(st->compressor.entries.data() + t * D);
+    } else if (w.has_compressor) {
+      const int64_t visible = (pos + 1) / ratio;
+      for (int64_t t = 0; t < visible; ++t) rows.push_back(st->compressor.entries.data() + t * D);
+    }
+    ref::sparse_attention(ap, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()), w.sink.data(),
+                          o.data() + i * H * D);
+  }
+  // The window ring takes this call's rows only after every query has read the old ones.
+  for (int64_t i = std::max<int64_t>(0, n - win); i < n; ++i)
+    std::copy(kv.begin() + i * D, kv.begin() + (i + 1) * D, st->window.begin() + ((start + i) % win) * D);
+
+  // 6. De-rotate, grouped low-rank output: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
+  const int64_t G = c.o_groups, R = c.o_lora_rank, gin = H * D / G;
+  std::vector<float> z(static_cast<size_t>(n * G * R));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < H; ++h) ref::apply_rope(o.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t r = 0; r < R; ++r)
+        z[static_cast<size_t>((i * G + g) * R + r)] =
+            round_bf16(ref::dot_f64(o.data() + i * H * D + g * gin, w.wo_a.data() + (g * R + r) * gin, gin));
+  }
+  ref::linear(w.wo_b.params, w.wo_b.w.data(), z.data(), n, out);
+}
+
+}  // namespace dsv4::v4

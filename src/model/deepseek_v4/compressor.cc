@@ -1,0 +1,87 @@
+// model/deepseek_v4: streaming compressor (spec §2.5, §4).
+#include "model/deepseek_v4/compressor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "core/formats.h"
+#include "core/quant.h"
+#include "ops/reference/compressor.h"
+#include "ops/reference/hadamard.h"
+#include "ops/reference/norm.h"
+#include "ops/reference/rope.h"
+
+namespace dsv4::v4 {
+
+void compressor_init(const CompressorWeights& w, CompressorState* st) {
+  const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
+  const auto n = static_cast<size_t>(w.ratio * width);
+  st->kv.assign(n, 0.0f);
+  st->score.assign(n, -INFINITY);
+  if (w.overlap) {
+    st->prev_kv.assign(n, 0.0f);  // block −1 does not exist: value 0, score −inf (spec §2.5)
+    st->prev_score.assign(n, -INFINITY);
+  }
+  st->entries.clear();
+  st->n_entries = 0;
+}
+
+namespace {
+
+// Pools the completed block b held in the state, then norm → RoPE at b·r → quantization simulation.
+void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                const std::vector<float>& freqs, CompressorState* st, int64_t b) {
+  const int64_t r = w.ratio, dc = w.head_dim;
+  std::vector<float> out(static_cast<size_t>(dc));
+  if (w.overlap) {
+    // 2r candidates: block b−1 with its first-half channels, block b with its second-half channels.
+    const int64_t width = 2 * dc;
+    std::vector<float> kv(static_cast<size_t>(2 * r * dc)), sc(static_cast<size_t>(2 * r * dc));
+    for (int64_t j = 0; j < r; ++j)
+      for (int64_t c = 0; c < dc; ++c) {
+        kv[static_cast<size_t>(j * dc + c)] = st->prev_kv[static_cast<size_t>(j * width + c)];
+        sc[static_cast<size_t>(j * dc + c)] = st->prev_score[static_cast<size_t>(j * width + c)];
+        kv[static_cast<size_t>((r + j) * dc + c)] = st->kv[static_cast<size_t>(j * width + dc + c)];
+        sc[static_cast<size_t>((r + j) * dc + c)] = st->score[static_cast<size_t>(j * width + dc + c)];
+      }
+    ref::compress_pool(kv.data(), sc.data(), 2 * r, dc, out.data());
+    st->prev_kv = st->kv;
+    st->prev_score = st->score;
+  } else {
+    ref::compress_pool(st->kv.data(), st->score.data(), r, dc, out.data());
+  }
+  for (float& v : out) v = round_bf16(v);  // kv.to(bf16) before the norm
+  ref::rms_norm(out.data(), 1, dc, w.norm.data(), norm_eps, out.data());
+  ref::apply_rope(out.data() + dc - rope_dim, rope_dim, freqs.data(), b * r, /*inverse=*/false);
+  if (kind == CompressorKind::kMain) {
+    fake_quant_fp8(std::span<float>(out.data(), static_cast<size_t>(dc - rope_dim)), 64);
+  } else {
+    ref::hadamard_rotate(out.data(), dc);
+    fake_quant_fp4(std::span<float>(out), 32);
+  }
+  st->entries.insert(st->entries.end(), out.begin(), out.end());
+  st->n_entries = b + 1;
+}
+
+}  // namespace
+
+void compressor_feed(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                     const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
+                     int64_t n) {
+  const int64_t r = w.ratio;
+  const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
+  const int64_t dim = w.wkv.params.n_in;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = start + i;
+    const int64_t slot = pos % r;
+    float* kv = st->kv.data() + slot * width;
+    float* sc = st->score.data() + slot * width;
+    ref::linear(w.wkv.params, w.wkv.w.data(), x + i * dim, 1, kv);    // fp32 GEMM on fp32 input
+    ref::linear(w.wgate.params, w.wgate.w.data(), x + i * dim, 1, sc);
+    for (int64_t c = 0; c < width; ++c) sc[c] += w.ape[static_cast<size_t>(slot * width + c)];
+    if ((pos + 1) % r == 0) emit_entry(w, kind, rope_dim, norm_eps, rope_freqs, st, pos / r);
+  }
+}
+
+}  // namespace dsv4::v4

@@ -1,0 +1,26 @@
+// model/deepseek_v4: the streaming gated-pooling compressor (spec §2.5, §4). Tokens are fed in position
+// order; a compressed entry is emitted as soon as its block is complete, so one-shot prefill, chunked
+// prefill and decode build exactly the same entries.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/sequence_state.h"
+#include "model/weights.h"
+
+namespace dsv4::v4 {
+
+enum class CompressorKind {
+  kMain,     // attention KV: FP8 simulation of the non-rope dims in 64-blocks
+  kIndexer,  // indexer keys: Hadamard rotation, then FP4 simulation of all dims in 32-blocks
+};
+
+void compressor_init(const CompressorWeights& w, CompressorState* st);
+
+// Feeds x[n, dim] (bf16 values) at positions start..start+n−1; appends completed entries to st->entries.
+void compressor_feed(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                     const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
+                     int64_t n);
+
+}  // namespace dsv4::v4

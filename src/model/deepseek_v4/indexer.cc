@@ -1,0 +1,59 @@
+// model/deepseek_v4: lightning indexer (spec §2.6).
+#include "model/deepseek_v4/indexer.h"
+
+#include <cmath>
+#include <span>
+
+#include "core/formats.h"
+#include "core/quant.h"
+#include "model/deepseek_v4/compressor.h"
+#include "ops/reference/hadamard.h"
+#include "ops/reference/indexer.h"
+#include "ops/reference/linear.h"
+#include "ops/reference/rope.h"
+
+namespace dsv4::v4 {
+
+void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, const float* x,
+                    const float* qr, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
+                    std::vector<std::vector<float>>* all_scores) {
+  const ModelConfig& c = ctx.cfg;
+  const int64_t nh = c.index_n_heads, hd = c.index_head_dim, rd = c.rope_head_dim;
+  const auto& freqs = ctx.rope_for_layer(il);
+
+  // Queries: [n, nh, hd] = wq_b·qr, RoPE on the last rd dims, Hadamard, FP4 simulation.
+  std::vector<float> q(static_cast<size_t>(n * nh * hd));
+  ref::linear(w.wq_b.params, w.wq_b.w.data(), qr, n, q.data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < nh; ++h) {
+      float* qh = q.data() + (i * nh + h) * hd;
+      ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + i, false);
+      ref::hadamard_rotate(qh, hd);
+      fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
+    }
+  // Head weights: bf16(weights_proj·x) · (hd^-0.5 · nh^-0.5), the product rounded to bf16.
+  std::vector<float> wts(static_cast<size_t>(n * nh));
+  ref::linear(w.weights_proj.params, w.weights_proj.w.data(), x, n, wts.data());
+  const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
+  for (float& v : wts) v = round_bf16(v * scale);
+
+  compressor_feed(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
+                  x, start, n);
+
+  selected->assign(static_cast<size_t>(n), {});
+  if (all_scores) all_scores->assign(static_cast<size_t>(n), {});
+  std::vector<float> scores;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t visible = (start + i + 1) / w.compressor.ratio;  // causal rule (spec §2.6 step 7)
+    const int64_t k = std::min<int64_t>(c.index_topk, visible);
+    scores.resize(static_cast<size_t>(visible));
+    ref::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
+                        wts.data() + i * nh, scores.data());
+    auto& sel = (*selected)[static_cast<size_t>(i)];
+    sel.resize(static_cast<size_t>(k));
+    ref::topk_desc(scores.data(), visible, k, sel.data());
+    if (all_scores) (*all_scores)[static_cast<size_t>(i)] = scores;
+  }
+}
+
+}  // namespace dsv4::v4

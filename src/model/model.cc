@@ -1,0 +1,191 @@
+// model: Model — load, sequence state, batched forward and MTP (spec §2, §4).
+#include "model/model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "io/safetensors.h"
+#include "model/deepseek_v4/mhc.h"
+#include "model/deepseek_v4/mtp.h"
+
+namespace dsv4 {
+namespace {
+
+// Batch rows grouped by sequence, each group in batch order.
+std::vector<std::vector<int64_t>> rows_by_sequence(std::span<const BatchToken> batch, size_t n_seqs) {
+  std::vector<std::vector<int64_t>> rows(n_seqs);
+  for (size_t i = 0; i < batch.size(); ++i) rows[static_cast<size_t>(batch[i].seq)].push_back(static_cast<int64_t>(i));
+  return rows;
+}
+
+// Output row of each want_logits batch row (−1 otherwise).
+std::vector<int64_t> logit_rows(std::span<const BatchToken> batch, int64_t* n_out) {
+  std::vector<int64_t> r(batch.size(), -1);
+  int64_t k = 0;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (batch[i].want_logits) r[i] = k++;
+  *n_out = k;
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir) {
+  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
+  DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
+  DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(ck, cfg));
+  auto m = std::unique_ptr<Model>(new Model());
+  m->ctx_ = v4::ModelContext::make(cfg);
+  m->weights_ = std::move(w);
+  return m;
+}
+
+int64_t Model::max_context() const {
+  return ctx_.cfg.max_position_embeddings > 0 ? ctx_.cfg.max_position_embeddings : (int64_t{1} << 30);
+}
+
+std::unique_ptr<SequenceState> Model::new_sequence() const {
+  auto st = std::make_unique<SequenceState>();
+  st->layers.resize(weights_->layers.size());
+  for (size_t il = 0; il < st->layers.size(); ++il)
+    v4::attention_state_init(ctx_, weights_->layers[il].attn, &st->layers[il]);
+  st->mtp_layers.resize(weights_->mtp.size());
+  for (size_t k = 0; k < st->mtp_layers.size(); ++k)
+    v4::attention_state_init(ctx_, weights_->mtp[k].block.attn, &st->mtp_layers[k]);
+  return st;
+}
+
+Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const {
+  std::vector<int64_t> next(states.size(), -1);
+  for (size_t s = 0; s < states.size(); ++s)
+    for (size_t t = 0; t < s; ++t)
+      if (states[s] && states[s] == states[t])
+        return invalid_argument("model.batch_state_alias", "two sequence ids share one SequenceState");
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken& b = batch[i];
+    const std::string where = "batch row " + std::to_string(i) + ": ";
+    if (b.seq < 0 || static_cast<size_t>(b.seq) >= states.size() || !states[static_cast<size_t>(b.seq)])
+      return invalid_argument("model.batch_seq", where + "sequence id " + std::to_string(b.seq) + " has no state");
+    if (b.token < 0 || b.token >= ctx_.cfg.vocab_size)
+      return invalid_argument("model.token_range", where + "token id " + std::to_string(b.token) + " outside [0, " +
+                                                       std::to_string(ctx_.cfg.vocab_size) + ")");
+    int64_t& nx = next[static_cast<size_t>(b.seq)];
+    const SequenceState& st = *states[static_cast<size_t>(b.seq)];
+    if (nx < 0) nx = mtp ? st.n_mtp_tokens() : st.n_tokens();
+    if (b.pos != nx)
+      return invalid_argument("model.position_gap", where + "position " + std::to_string(b.pos) + ", expected " +
+                                                        std::to_string(nx) + " (positions must continue the sequence)");
+    if (b.pos >= max_context())
+      return out_of_range("model.context_length", where + "position " + std::to_string(b.pos) +
+                                                      " exceeds the context limit " + std::to_string(max_context()));
+    ++nx;
+  }
+  return Status::ok();
+}
+
+Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
+                      std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) {
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false));
+  const ModelConfig& c = ctx_.cfg;
+  const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
+  int64_t n_out = 0;
+  const auto out_row = logit_rows(batch, &n_out);
+  if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
+  if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
+  const auto groups = rows_by_sequence(batch, states_by_seq.size());
+  if (trace) {
+    const size_t n_used = static_cast<size_t>(std::count_if(groups.begin(), groups.end(), [](auto& g) { return !g.empty(); }));
+    if (n_used > 1) return invalid_argument("model.trace_batch", "a traced forward takes a single sequence");
+    trace->layers.assign(static_cast<size_t>(c.n_layers), {});
+  }
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const auto& rows = groups[s];
+    if (rows.empty()) continue;
+    SequenceState& st = *states_by_seq[s];
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t start = st.n_tokens();
+    // H [n, hc, d]: embed[ids] repeated over the hc streams (spec §2.1).
+    std::vector<int32_t> tokens(rows.size());
+    std::vector<float> H(static_cast<size_t>(n * hc * d));
+    for (int64_t i = 0; i < n; ++i) {
+      tokens[static_cast<size_t>(i)] = batch[static_cast<size_t>(rows[static_cast<size_t>(i)])].token;
+      const float* e = weights_->embed.data() + static_cast<int64_t>(tokens[static_cast<size_t>(i)]) * d;
+      for (int64_t j = 0; j < hc; ++j) std::copy_n(e, d, H.data() + (i * hc + j) * d);
+    }
+    for (int64_t il = 0; il < c.n_layers; ++il)
+      v4::block_forward(ctx_, il, weights_->layers[static_cast<size_t>(il)], &st.layers[static_cast<size_t>(il)],
+                        H.data(), tokens.data(), start, n, trace ? &trace->layers[static_cast<size_t>(il)] : nullptr);
+    st.n_tokens_ = start + n;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+      if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
+      if (logits && out_row[r] >= 0)
+        v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, H.data() + i * hc * d, 1,
+                        logits->data() + out_row[r] * V);
+    }
+  }
+  return Status::ok();
+}
+
+Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
+                          std::span<SequenceState* const> states_by_seq, std::vector<float>* logits) {
+  const ModelConfig& c = ctx_.cfg;
+  if (weights_->mtp.empty()) return unimplemented("model.no_mtp", "this checkpoint has no MTP module");
+  const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
+  if (final_streams.size() != batch.size() * static_cast<size_t>(hc * d))
+    return invalid_argument("model.mtp_streams", "final_streams must hold [n_batch, hc_mult, dim] values");
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true));
+  int64_t n_out = 0;
+  const auto out_row = logit_rows(batch, &n_out);
+  if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
+  const auto groups = rows_by_sequence(batch, states_by_seq.size());
+  std::vector<float> all;
+  for (size_t s = 0; s < groups.size(); ++s) {
+    const auto& rows = groups[s];
+    if (rows.empty()) continue;
+    SequenceState& st = *states_by_seq[s];
+    const auto n = static_cast<int64_t>(rows.size());
+    std::vector<int32_t> next(rows.size());
+    std::vector<float> H(static_cast<size_t>(n * hc * d));
+    for (int64_t i = 0; i < n; ++i) {
+      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+      next[static_cast<size_t>(i)] = batch[r].token;
+      std::copy_n(final_streams.data() + r * static_cast<size_t>(hc * d), hc * d, H.data() + i * hc * d);
+    }
+    all.assign(static_cast<size_t>(n * V), 0.0f);
+    v4::mtp_forward(ctx_, 0, *weights_, &st.mtp_layers[0], H.data(), next.data(), st.n_mtp_tokens(), n, all.data());
+    st.n_mtp_tokens_ += n;
+    for (int64_t i = 0; i < n; ++i) {
+      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+      if (logits && out_row[r] >= 0) std::copy_n(all.data() + i * V, V, logits->data() + out_row[r] * V);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace dsv4
+
+namespace dsv4 {
+
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char ch = text[i];
+    if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r' || ch == ',') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    if (j == i || j - i > 9 || (j < text.size() && !(text[j] == ' ' || text[j] == '\n' || text[j] == '\t' ||
+                                                     text[j] == '\r' || text[j] == ',')))
+      return invalid_argument("model.token_ids", "token ids must be non-negative decimal integers, got '" +
+                                                     std::string(text.substr(i, std::min<size_t>(16, text.size() - i))) + "'");
+    ids.push_back(static_cast<int32_t>(std::stol(std::string(text.substr(i, j - i)))));
+    i = j;
+  }
+  return ids;
+}
+
+}  // namespace dsv4

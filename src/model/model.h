@@ -1,0 +1,78 @@
+// model: the DeepSeek-V4-Flash model on the reference path (spec §2, §4): load a checkpoint directory,
+// create per-sequence state, and run a flat batch of tokens. Rows of different sequences never interact
+// and every row is computed in a fixed order, so a row's numbers do not depend on the rest of the batch.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/block.h"
+#include "model/deepseek_v4/context.h"
+#include "model/sequence_state.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+// One token of a batch. Within one call, each sequence's tokens appear in position order and continue
+// its state: the first has pos == state.n_tokens(), the next pos+1, and so on.
+struct BatchToken {
+  int32_t seq = 0;    // index into states_by_seq
+  int32_t pos = 0;    // absolute position in the sequence
+  int32_t token = 0;  // token id (for MTP: the token after pos)
+  bool want_logits = false;
+};
+
+// Optional output of Model::forward: the final residual streams (the input of hc_head), what the MTP
+// module consumes. [n_batch, hc_mult, dim] in batch order.
+struct ForwardCapture {
+  std::vector<float> final_streams;
+};
+
+// Optional per-layer record of a single-sequence forward (the golden intermediates).
+struct ForwardTrace {
+  std::vector<v4::BlockTrace> layers;
+};
+
+class Model {
+ public:
+  // DIR holds config.json (+ inference/config.json) and the safetensors checkpoint.
+  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir);
+
+  const ModelConfig& config() const { return ctx_.cfg; }
+  const v4::ModelContext& context() const { return ctx_; }
+  const ModelWeights& weights() const { return *weights_; }
+  // Longest sequence the model accepts (max_position_embeddings).
+  int64_t max_context() const;
+
+  std::unique_ptr<SequenceState> new_sequence() const;
+
+  // Runs the batch; logits (if not null) receives [n_want_logits, vocab] in batch order. On error nothing
+  // has changed: every check happens before any state is touched.
+  Status forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
+                 std::vector<float>* logits, ForwardCapture* capture = nullptr, ForwardTrace* trace = nullptr);
+
+  // MTP (spec §2.11): batch[i].pos = i (the main position whose final streams are given), batch[i].token =
+  // the token at i+1; final_streams [n_batch, hc_mult, dim]. logits: [n_want_logits, vocab], predicting
+  // the token at pos+2. Uses the sequences' own MTP window state (consecutive positions, like forward).
+  Status forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
+                     std::span<SequenceState* const> states_by_seq, std::vector<float>* logits);
+
+ private:
+  Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
+
+  v4::ModelContext ctx_;
+  std::unique_ptr<ModelWeights> weights_;
+};
+
+}  // namespace dsv4
+
+namespace dsv4 {
+// Token ids written as decimal integers separated by whitespace or commas (`dsv4 logits --ids`, generate).
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
+}  // namespace dsv4

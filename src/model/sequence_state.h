@@ -1,0 +1,38 @@
+// model: the generation state of one sequence (spec §4): per layer (MTP included) the window ring, the
+// compressed KV rows, the compressors' partial-block state and the indexer keys. Created by
+// Model::new_sequence(); the runtime owns it and passes it back to Model::forward.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dsv4 {
+
+// One compressor's stream state (spec §2.5, §4). Rows hold fp32 kv and score (+ape) of the tokens of
+// the current, still incomplete block at slot pos % ratio; with overlap also the previous block's rows.
+struct CompressorState {
+  std::vector<float> kv, score;            // [ratio, coff·dc]
+  std::vector<float> prev_kv, prev_score;  // [ratio, coff·dc]; overlap only (score −inf before block 0)
+  std::vector<float> entries;              // [n_entries, dc] finished entries (normed, RoPE'd, quant-simulated)
+  int64_t n_entries = 0;
+};
+
+struct LayerState {
+  std::vector<float> window;    // [window_size, head_dim] ring: position P lives in slot P % window_size
+  CompressorState compressor;   // main compressor (ratio > 0)
+  CompressorState index_keys;   // indexer compressor (ratio == 4): the indexer keys
+};
+
+class SequenceState {
+ public:
+  int64_t n_tokens() const { return n_tokens_; }          // positions the main model has consumed
+  int64_t n_mtp_tokens() const { return n_mtp_tokens_; }  // positions the MTP block has consumed
+
+  // Model-internal: layer state (backbone layers, then MTP layers).
+  std::vector<LayerState> layers;
+  std::vector<LayerState> mtp_layers;
+  int64_t n_tokens_ = 0;
+  int64_t n_mtp_tokens_ = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,138 @@
+// tests/model: end to end against every golden case (prefill, prefill(37)+decode, chunked prefill, MTP;
+// golden/README.md "gross breakage" floors), the engine's own self-consistency (decode and chunked
+// prefill vs its one-shot prefill) and the exact indexer tie rule.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "golden_case.h"
+#include "golden_metrics.h"
+#include "test_util.h"
+
+namespace dsv4::test {
+namespace {
+
+constexpr double kE2eTop1 = 0.70, kE2eMeanAbs = 0.25;  // README thresholds (gross breakage only)
+constexpr int64_t kDecodePrefill = 37;                 // decode_logits row 0 = position 36
+
+class GoldenEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cases_ = golden_cases();
+    ASSERT_FALSE(cases_.empty());
+  }
+  std::vector<GoldenCase> cases_;
+};
+
+TEST_F(GoldenEndToEnd, Prefill) {
+  for (const auto& gc : cases_) {
+    CaseData& cd = CaseData::get(gc);
+    ASSERT_TRUE(cd.model);
+    const auto n = static_cast<int64_t>(cd.tokens.size());
+    const auto s = compare_logits(cd.prefill().logits, cd.golden_f32("prefill_logits"), cd.vocab, n);
+    std::printf("[golden %s] e2e prefill: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    EXPECT_GE(s.top1, kE2eTop1);
+    EXPECT_LE(s.mean_abs, kE2eMeanAbs);
+  }
+}
+
+TEST_F(GoldenEndToEnd, PrefillThenDecode) {
+  for (const auto& gc : cases_) {
+    CaseData& cd = CaseData::get(gc);
+    ASSERT_TRUE(cd.model);
+    const auto n = static_cast<int64_t>(cd.tokens.size());
+    const auto& run = cd.run(kDecodePrefill, kDecodePrefill);
+    ASSERT_EQ(run.logits.size(), static_cast<size_t>(n * cd.vocab));
+    // Our rows 36.. against decode_logits rows 0..
+    std::vector<float> ours(run.logits.begin() + (kDecodePrefill - 1) * cd.vocab, run.logits.end());
+    const int64_t rows = n - kDecodePrefill + 1;
+    const auto s = compare_logits(ours, cd.golden_f32("decode_logits"), cd.vocab, rows);
+    std::printf("[golden %s] e2e prefill(37)+decode: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    EXPECT_GE(s.top1, kE2eTop1);
+    EXPECT_LE(s.mean_abs, kE2eMeanAbs);
+    const auto self = compare_logits(run.logits, cd.prefill().logits, cd.vocab, n);
+    std::printf("[golden %s] self: prefill(37)+decode vs own prefill: top-1 %.2f%% max|dlogit| %.3g\n", gc.name.c_str(),
+                100 * self.top1, self.max_abs);
+    EXPECT_GE(self.top1, 0.99);
+  }
+}
+
+TEST_F(GoldenEndToEnd, ChunkedPrefill) {
+  for (const auto& gc : cases_) {
+    CaseData& cd = CaseData::get(gc);
+    ASSERT_TRUE(cd.model);
+    const auto n = static_cast<int64_t>(cd.tokens.size());
+    const auto golden = cd.golden_f32("prefill_logits");
+    for (int64_t chunk : {1, 7, 64}) {
+      const auto& run = cd.run(n, chunk);
+      const auto s = compare_logits(run.logits, golden, cd.vocab, n);
+      const auto self = compare_logits(run.logits, cd.prefill().logits, cd.vocab, n);
+      std::printf("[golden %s] e2e chunk %lld: top-1 %.2f%% mean|dlogit| %.3g | vs own prefill: top-1 %.2f%% max|dlogit| %.3g\n",
+                  gc.name.c_str(), static_cast<long long>(chunk), 100 * s.top1, s.mean_abs, 100 * self.top1, self.max_abs);
+      EXPECT_GE(s.top1, kE2eTop1) << "chunk " << chunk;
+      EXPECT_LE(s.mean_abs, kE2eMeanAbs) << "chunk " << chunk;
+      EXPECT_GE(self.top1, 0.99) << "chunk " << chunk;
+    }
+  }
+}
+
+TEST_F(GoldenEndToEnd, Mtp) {
+  for (const auto& gc : cases_) {
+    CaseData& cd = CaseData::get(gc);
+    ASSERT_TRUE(cd.model);
+    const auto n = static_cast<int64_t>(cd.tokens.size());
+    const auto& c = cd.model->config();
+    const auto& pre = cd.prefill();
+    auto seq = cd.model->new_sequence();
+    SequenceState* states[] = {seq.get()};
+    std::vector<BatchToken> batch;
+    for (int64_t i = 0; i + 1 < n; ++i) batch.push_back({0, static_cast<int32_t>(i), cd.tokens[static_cast<size_t>(i + 1)], true});
+    std::vector<float> mtp;
+    const Status st = cd.model->forward_mtp(
+        batch, std::span<const float>(pre.streams.data(), static_cast<size_t>((n - 1) * c.hc_mult * c.dim)), states, &mtp);
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    const auto s = compare_logits(mtp, cd.golden_f32("mtp_prefill_logits"), cd.vocab, n - 1);
+    std::printf("[golden %s] e2e MTP: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    EXPECT_GE(s.top1, kE2eTop1);
+    EXPECT_LE(s.mean_abs, kE2eMeanAbs);
+  }
+}
+
+// Wherever the k-th and (k+1)-th indexer scores tie, the lower entry id must be the one selected; and no
+// unselected entry may outscore a selected one.
+TEST_F(GoldenEndToEnd, IndexerTieRuleSelfCheck) {
+  for (const auto& gc : cases_) {
+    CaseData& cd = CaseData::get(gc);
+    ASSERT_TRUE(cd.model);
+    const auto& trace = cd.prefill_trace();
+    int64_t ties = 0, violations = 0, layers = 0;
+    for (const auto& L : trace.layers) {
+      if (L.indexer.width == 0) continue;
+      ++layers;
+      for (size_t i = 0; i < L.indexer.scores.size(); ++i) {
+        const auto& sc = L.indexer.scores[i];
+        std::vector<bool> chosen(sc.size(), false);
+        for (int64_t j = 0; j < L.indexer.width; ++j) {
+          const int32_t id = L.indexer.ids[i * static_cast<size_t>(L.indexer.width) + static_cast<size_t>(j)];
+          if (id >= 0) chosen[static_cast<size_t>(id)] = true;
+        }
+        bool row_tie = false;
+        for (size_t a = 0; a < sc.size(); ++a) {
+          if (!chosen[a]) continue;
+          for (size_t b = 0; b < sc.size(); ++b) {
+            if (chosen[b]) continue;
+            if (sc[b] > sc[a] || (sc[b] == sc[a] && b < a)) ++violations;
+            if (sc[b] == sc[a]) row_tie = true;
+          }
+        }
+        ties += row_tie;
+      }
+    }
+    std::printf("[golden %s] tie rule: %lld CSA layers, %lld rows with a tie at the cut, %lld violations\n", gc.name.c_str(),
+                static_cast<long long>(layers), static_cast<long long>(ties), static_cast<long long>(violations));
+    EXPECT_EQ(violations, 0);
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::test

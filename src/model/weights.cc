@@ -234,6 +234,8 @@ Status load_block(Loader& ld, const std::string& p, int64_t il, const ModelConfi
 Result<std::unique_ptr<ModelWeights>> load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
   if (c.has_dspark())
     return unimplemented("model.dspark", "DSpark (V4-Flash-0731) MTP stages are not supported by this build");
+  if (c.score_func != "sqrtsoftplus")
+    return unimplemented("model.score_func", "gate score function '" + c.score_func + "' is not supported (sqrtsoftplus only)");
   if (c.n_shared_experts != 1)
     return unimplemented("model.shared_experts", "exactly one shared expert is supported (reference asserts it)");
   Loader ld(ck);

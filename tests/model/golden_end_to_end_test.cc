@@ -111,6 +111,15 @@ TEST_F(GoldenEndToEnd, IndexerTieRuleSelfCheck) {
       ++layers;
       for (size_t i = 0; i < L.indexer.scores.size(); ++i) {
         const auto& sc = L.indexer.scores[i];
+        // Causal visibility (spec §2.6 step 7): query i scores exactly the entries t < ⌊(i+1)/4⌋ and
+        // keeps min(index_topk, that many); the rest of the row is −1.
+        const auto visible = static_cast<int64_t>(i + 1) / 4;
+        EXPECT_EQ(static_cast<int64_t>(sc.size()), visible);
+        for (int64_t j = 0; j < L.indexer.width; ++j) {
+          const int32_t id = L.indexer.ids[i * static_cast<size_t>(L.indexer.width) + static_cast<size_t>(j)];
+          EXPECT_EQ(id >= 0, j < std::min<int64_t>(visible, cd.model->config().index_topk)) << "row " << i;
+          EXPECT_LT(id, visible) << "row " << i;
+        }
         std::vector<bool> chosen(sc.size(), false);
         for (int64_t j = 0; j < L.indexer.width; ++j) {
           const int32_t id = L.indexer.ids[i * static_cast<size_t>(L.indexer.width) + static_cast<size_t>(j)];

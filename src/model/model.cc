@@ -128,7 +128,8 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
 }
 
 Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
-                          std::span<SequenceState* const> states_by_seq, std::vector<float>* logits) {
+                          std::span<SequenceState* const> states_by_seq, std::vector<float>* logits,
+                          ForwardCapture* capture) {
   const ModelConfig& c = ctx_.cfg;
   if (weights_->mtp.empty()) return unimplemented("model.no_mtp", "this checkpoint has no MTP module");
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
@@ -138,6 +139,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   int64_t n_out = 0;
   const auto out_row = logit_rows(batch, &n_out);
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
+  if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto groups = rows_by_sequence(batch, states_by_seq.size());
   std::vector<float> all;
   for (size_t s = 0; s < groups.size(); ++s) {
@@ -157,6 +159,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
     st.n_mtp_tokens_ += n;
     for (int64_t i = 0; i < n; ++i) {
       const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
+      if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
       if (logits && out_row[r] >= 0) std::copy_n(all.data() + i * V, V, logits->data() + out_row[r] * V);
     }
   }

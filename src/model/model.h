@@ -60,8 +60,11 @@ class Model {
   // MTP (spec §2.11): batch[i].pos = i (the main position whose final streams are given), batch[i].token =
   // the token at i+1; final_streams [n_batch, hc_mult, dim]. logits: [n_want_logits, vocab], predicting
   // the token at pos+2. Uses the sequences' own MTP window state (consecutive positions, like forward).
+  // capture (optional) receives the MTP block's output streams [n_batch, hc_mult, dim] (the input of its
+  // hc_head), which a multi-step drafter feeds back as the next step's hidden input.
   Status forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
-                     std::span<SequenceState* const> states_by_seq, std::vector<float>* logits);
+                     std::span<SequenceState* const> states_by_seq, std::vector<float>* logits,
+                     ForwardCapture* capture = nullptr);
 
  private:
   Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;

@@ -12,7 +12,7 @@
 
 namespace dsv4::v4 {
 
-void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, LayerState* st, const float* H,
+void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, LayerState* st, float* H,
                  const int32_t* next_tokens, int64_t start, int64_t n, float* logits) {
   const MtpWeights& w = mw.mtp[static_cast<size_t>(k)];
   const int64_t d = ctx.cfg.dim, hc = ctx.cfg.hc_mult;
@@ -34,6 +34,7 @@ void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, Lay
       }
   block_forward(ctx, ctx.cfg.n_layers + k, w.block, st, hp.data(), next_tokens, start, n, nullptr);
   head_logits(ctx, w.hc_head, w.norm, mw.head, hp.data(), n, logits);
+  std::copy(hp.begin(), hp.end(), H);
 }
 
 }  // namespace dsv4::v4

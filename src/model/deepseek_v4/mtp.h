@@ -11,8 +11,8 @@
 namespace dsv4::v4 {
 
 // H: [n, hc, dim] main final streams at positions start..start+n−1; next_tokens: [n] the token after each
-// position; logits: [n, vocab].
-void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, LayerState* st, const float* H,
+// position; logits: [n, vocab]. On return H holds the MTP block's output streams (the input of its hc_head).
+void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, LayerState* st, float* H,
                  const int32_t* next_tokens, int64_t start, int64_t n, float* logits);
 
 }  // namespace dsv4::v4

@@ -76,41 +76,61 @@ void sampling_distribution(const SamplingParams& p, const TokenHistory& h, std::
     (*probs)[static_cast<size_t>(argmax(l))] = 1.0f;
     return;
   }
-  // Candidates sorted by logit, descending, lower id first on ties: top-k and top-p cut this order.
-  std::vector<int32_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)]; });
-  size_t kept = n;
-  if (p.top_k > 0) kept = std::min(kept, static_cast<size_t>(p.top_k));
-  // Softmax at temperature over the kept candidates, in double so the cut points are stable.
-  const double inv_t = 1.0 / static_cast<double>(p.temperature);
-  const double top = static_cast<double>(l[static_cast<size_t>(order[0])]) * inv_t;
-  std::vector<double> w(kept);
-  double sum = 0.0;
-  for (size_t i = 0; i < kept; ++i) {
-    w[i] = std::exp(static_cast<double>(l[static_cast<size_t>(order[i])]) * inv_t - top);
-    sum += w[i];
+  // Candidates in the order top-k and top-p cut: logit descending, lower id first on ties. Selection
+  // (nth_element) finds the cuts in linear time; nothing is fully sorted, which at a 129k vocabulary
+  // would cost more than the rest of the step.
+  struct Cand {
+    float logit;
+    int32_t id;
+    double w;
+  };
+  auto before = [](const Cand& a, const Cand& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  std::vector<Cand> cand(n);
+  for (size_t i = 0; i < n; ++i) cand[i] = {l[i], static_cast<int32_t>(i), 0.0};
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
+    std::nth_element(cand.begin(), cand.begin() + p.top_k, cand.end(), before);
+    cand.resize(static_cast<size_t>(p.top_k));
   }
-  for (double& x : w) x /= sum;
+  // Softmax at temperature over the candidates, in double so the cut points are stable.
+  const double inv_t = 1.0 / static_cast<double>(p.temperature);
+  float top = cand[0].logit;
+  for (const Cand& c : cand) top = std::max(top, c.logit);
+  double sum = 0.0;
+  for (Cand& c : cand) sum += (c.w = std::exp((static_cast<double>(c.logit) - top) * inv_t));
   if (p.top_p < 1.0f) {
-    double cum = 0.0;
-    size_t keep = 0;
-    while (keep < kept) {
-      cum += w[keep++];
-      if (cum >= static_cast<double>(p.top_p)) break;
+    // The shortest prefix (in candidate order) holding top_p of the mass, by quickselect on the mass:
+    // [0, lo) is known to be kept whole; the cut lies in [lo, hi).
+    double need = static_cast<double>(p.top_p) * sum;
+    size_t lo = 0, hi = cand.size(), end = 0;
+    bool found = false;
+    while (lo < hi && !found) {
+      const size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(cand.begin() + static_cast<ptrdiff_t>(lo), cand.begin() + static_cast<ptrdiff_t>(mid),
+                       cand.begin() + static_cast<ptrdiff_t>(hi), before);
+      double upper = 0.0;
+      for (size_t i = lo; i < mid; ++i) upper += cand[i].w;
+      if (upper >= need) {
+        hi = mid;
+      } else if (upper + cand[mid].w >= need) {
+        end = mid + 1;
+        found = true;
+      } else {
+        need -= upper + cand[mid].w;
+        lo = mid + 1;
+      }
     }
-    kept = std::max<size_t>(keep, 1);
+    // Not found: rounding left `need` unmet inside [lo, hi); everything before hi is kept.
+    if (!found) end = hi;
+    cand.resize(std::max<size_t>(end, 1));
   }
   if (p.min_p > 0.0f) {
-    const double floor = static_cast<double>(p.min_p) * w[0];
-    size_t keep = 1;
-    while (keep < kept && w[keep] >= floor) ++keep;
-    kept = keep;
+    // The most likely candidate has weight exp(0) = 1; keep w >= min_p of it.
+    const double floor = static_cast<double>(p.min_p);
+    std::erase_if(cand, [&](const Cand& c) { return c.w < floor; });
   }
   double total = 0.0;
-  for (size_t i = 0; i < kept; ++i) total += w[i];
-  for (size_t i = 0; i < kept; ++i) (*probs)[static_cast<size_t>(order[i])] = static_cast<float>(w[i] / total);
+  for (const Cand& c : cand) total += c.w;
+  for (const Cand& c : cand) (*probs)[static_cast<size_t>(c.id)] = static_cast<float>(c.w / total);
 }
 
 int32_t sample_from(std::span<const float> probs, double u) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <random>
 
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
@@ -66,6 +67,49 @@ TEST(RuntimeSampler, TopKTopPMinP) {
   EXPECT_EQ(p[0], 0.0f);
   EXPECT_NEAR(p[2], 0.15 / 0.95, 1e-6);
   EXPECT_NEAR(std::accumulate(p.begin(), p.end(), 0.0), 1.0, 1e-6);
+}
+
+// Plain reference of the chain: full sort, softmax, cut by top-k, then top-p, then min-p.
+std::vector<double> reference_chain(const SamplingParams& sp, const std::vector<float>& l) {
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  size_t kept = sp.top_k > 0 ? std::min(l.size(), static_cast<size_t>(sp.top_k)) : l.size();
+  std::vector<double> w(kept);
+  double sum = 0.0;
+  for (size_t i = 0; i < kept; ++i) sum += (w[i] = std::exp((l[order[i]] - l[order[0]]) / sp.temperature));
+  double cum = 0.0;
+  size_t keep = 0;
+  while (keep < kept && sp.top_p < 1.0f) {
+    cum += w[keep++] / sum;
+    if (cum >= sp.top_p) break;
+  }
+  if (sp.top_p < 1.0f) kept = std::max<size_t>(keep, 1);
+  size_t m = 1;
+  while (m < kept && w[m] >= sp.min_p * w[0]) ++m;
+  kept = m;
+  std::vector<double> out(l.size(), 0.0);
+  double total = 0.0;
+  for (size_t i = 0; i < kept; ++i) total += w[i];
+  for (size_t i = 0; i < kept; ++i) out[order[i]] = w[i] / total;
+  return out;
+}
+
+TEST(RuntimeSampler, ChainMatchesFullSortReferenceOnALargeVocab) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  for (int trial = 0; trial < 24; ++trial) {
+    std::vector<float> l(20000);
+    for (float& x : l) x = std::round(n(rng) * 8.0f) / 8.0f;  // coarse values: many ties
+    SamplingParams sp;
+    sp.temperature = 0.3f + 0.1f * static_cast<float>(trial % 10);
+    sp.top_k = trial % 3 == 0 ? 0 : 50 * (trial % 7 + 1);
+    sp.top_p = trial % 4 == 0 ? 1.0f : 0.5f + 0.1f * static_cast<float>(trial % 5);
+    sp.min_p = trial % 5 == 0 ? 0.0f : 0.01f * static_cast<float>(trial % 6);
+    const auto got = dist(sp, l);
+    const auto want = reference_chain(sp, l);
+    for (size_t i = 0; i < l.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-6) << "trial " << trial << " id " << i;
+  }
 }
 
 TEST(RuntimeSampler, Penalties) {

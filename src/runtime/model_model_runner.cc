@@ -1,0 +1,277 @@
+// runtime: ModelRunner over model/model.h (see model_model_runner.h).
+#include "runtime/model_model_runner.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace dsv4 {
+namespace {
+
+CompressorState without_entries(const CompressorState& c) {
+  CompressorState out;
+  out.kv = c.kv;
+  out.score = c.score;
+  out.prev_kv = c.prev_kv;
+  out.prev_score = c.prev_score;
+  out.n_entries = c.n_entries;
+  return out;
+}
+
+LayerState without_entries(const LayerState& l) {
+  LayerState out;
+  out.window = l.window;
+  out.compressor = without_entries(l.compressor);
+  out.index_keys = without_entries(l.index_keys);
+  return out;
+}
+
+// Entries are append-only and each row is the same width, so a row count recovers the old vector.
+void restore_compressor(const CompressorState& saved, CompressorState* c) {
+  const size_t width = c->n_entries > 0 ? c->entries.size() / static_cast<size_t>(c->n_entries) : 0;
+  c->kv = saved.kv;
+  c->score = saved.score;
+  c->prev_kv = saved.prev_kv;
+  c->prev_score = saved.prev_score;
+  if (saved.n_entries < c->n_entries) c->entries.resize(static_cast<size_t>(saved.n_entries) * width);
+  c->n_entries = saved.n_entries;
+}
+
+void restore_layer(const LayerState& saved, LayerState* l) {
+  l->window = saved.window;
+  restore_compressor(saved.compressor, &l->compressor);
+  restore_compressor(saved.index_keys, &l->index_keys);
+}
+
+}  // namespace
+
+StateFootprint model_state_footprint(const ModelConfig& c) {
+  StateFootprint f;
+  const int64_t n_all = c.n_layers + c.n_mtp_layers;
+  f.window_ring_per_seq = n_all * c.window_size * c.head_dim * 4;
+  for (int64_t il = 0; il < n_all && il < static_cast<int64_t>(c.compress_ratios.size()); ++il) {
+    const int64_t r = c.compress_ratio(il);
+    if (r <= 0) continue;
+    const int64_t coff = r == 4 ? 2 : 1;
+    const int64_t prev = r == 4 ? 2 : 1;  // overlap keeps the previous block's rows too
+    f.compressed_main_per_token += c.head_dim * 4 / r;
+    f.compressor_partial_per_seq += prev * 2 * r * coff * c.head_dim * 4;
+    if (r == 4) {  // CSA: the indexer's keys and its own overlap compressor
+      f.compressed_indexer_per_token += c.index_head_dim * 4 / 4;
+      f.compressor_partial_per_seq += 2 * 2 * 4 * 2 * c.index_head_dim * 4;
+    }
+  }
+  return f;
+}
+
+ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rollback) : model_(std::move(model)) {
+  const ModelConfig& c = model_->config();
+  has_mtp_ = c.n_mtp_layers > 0 && !c.has_dspark();
+  info_.model_name = "deepseek_v4";
+  info_.vocab_size = static_cast<int32_t>(c.vocab_size);
+  info_.context_size = model_->max_context();
+  info_.bos_token_id = static_cast<int32_t>(c.bos_token_id);
+  info_.eos_token_id = static_cast<int32_t>(c.eos_token_id);
+  info_.max_rollback = max_rollback;
+  info_.has_mtp = has_mtp_;
+  info_.footprint = model_state_footprint(c);
+}
+
+Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir) {
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir));
+  return std::make_unique<ModelModelRunner>(std::move(model));
+}
+
+Status ModelModelRunner::check(SeqSlot seq, const char* what) const {
+  if (seq < 0 || seq >= static_cast<SeqSlot>(seqs_.size()) || !seqs_[static_cast<size_t>(seq)].live) {
+    return invalid_argument("runner.bad_slot", std::string(what) + ": no live sequence " + std::to_string(seq));
+  }
+  return Status::ok();
+}
+
+Result<SeqSlot> ModelModelRunner::create_sequence() {
+  size_t i = 0;
+  while (i < seqs_.size() && seqs_[i].live) ++i;
+  if (i == seqs_.size()) seqs_.emplace_back();
+  Seq& s = seqs_[i];
+  s = Seq{};
+  s.live = true;
+  s.state = model_->new_sequence();
+  return static_cast<SeqSlot>(i);
+}
+
+void ModelModelRunner::free_sequence(SeqSlot seq) {
+  DSV4_CHECK(check(seq, "free_sequence").is_ok(), "free_sequence of a dead slot");
+  seqs_[static_cast<size_t>(seq)] = Seq{};
+}
+
+int32_t ModelModelRunner::length(SeqSlot seq) const {
+  DSV4_CHECK(check(seq, "length").is_ok(), "length of a dead slot");
+  return static_cast<int32_t>(seqs_[static_cast<size_t>(seq)].state->n_tokens());
+}
+
+ModelModelRunner::Snapshot ModelModelRunner::take(const SequenceState& st, bool main_too) const {
+  Snapshot s;
+  if (main_too) {
+    for (const LayerState& l : st.layers) s.layers.push_back(without_entries(l));
+  }
+  for (const LayerState& l : st.mtp_layers) s.mtp_layers.push_back(without_entries(l));
+  s.n_tokens = st.n_tokens_;
+  s.n_mtp_tokens = st.n_mtp_tokens_;
+  return s;
+}
+
+void ModelModelRunner::restore(const Snapshot& s, SequenceState* st, bool main_too) const {
+  if (main_too) {
+    for (size_t i = 0; i < st->layers.size(); ++i) restore_layer(s.layers[i], &st->layers[i]);
+    st->n_tokens_ = s.n_tokens;
+  }
+  for (size_t i = 0; i < st->mtp_layers.size(); ++i) restore_layer(s.mtp_layers[i], &st->mtp_layers[i]);
+  st->n_mtp_tokens_ = s.n_mtp_tokens;
+}
+
+void ModelModelRunner::end_draft(Seq& s) {
+  if (!s.drafting) return;
+  restore(s.draft_snap, s.state.get(), /*main_too=*/false);
+  s.drafting = false;
+}
+
+Status ModelModelRunner::run(std::span<const RunnerToken> batch, std::vector<float>* logits, bool snapshot) {
+  // Compact the slots of this call into the model's seq indices.
+  std::map<SeqSlot, int32_t> index;
+  std::vector<SequenceState*> states;
+  std::vector<BatchToken> bt;
+  bt.reserve(batch.size());
+  for (const RunnerToken& t : batch) {
+    DSV4_RETURN_IF_ERROR(check(t.seq, "forward"));
+    auto [it, added] = index.emplace(t.seq, static_cast<int32_t>(states.size()));
+    if (added) states.push_back(seqs_[static_cast<size_t>(t.seq)].state.get());
+    bt.push_back({it->second, t.pos, t.token, t.want_logits});
+  }
+  for (auto& [slot, i] : index) {
+    Seq& s = seqs_[static_cast<size_t>(slot)];
+    end_draft(s);
+    if (snapshot) {
+      s.snap = take(*s.state, /*main_too=*/true);
+      s.snap_last_h = s.last_h;
+      s.has_snap = true;
+    }
+  }
+  ForwardCapture capture;
+  DSV4_RETURN_IF_ERROR(model_->forward(bt, states, logits, has_mtp_ ? &capture : nullptr));
+  const ModelConfig& c = model_->config();
+  const auto hd = static_cast<size_t>(c.hc_mult * c.dim);
+  // MTP catch-up: position i consumes (final streams at i, token at i+1) for every i whose next token
+  // is now known, so the MTP state always covers positions 0 .. n_tokens-2.
+  std::vector<BatchToken> mtp;
+  std::vector<float> mtp_h;
+  std::map<SeqSlot, int64_t> mtp_next;  // next MTP position per sequence, as the rows below advance it
+  for (auto& [slot, i] : index) mtp_next[slot] = seqs_[static_cast<size_t>(slot)].state->n_mtp_tokens();
+  for (size_t r = 0; r < batch.size(); ++r) {
+    Seq& s = seqs_[static_cast<size_t>(batch[r].seq)];
+    s.tokens.push_back(batch[r].token);
+    if (!has_mtp_) continue;
+    if (batch[r].pos >= 1 && mtp_next[batch[r].seq] == batch[r].pos - 1) {
+      ++mtp_next[batch[r].seq];
+      // The previous position's streams: from this batch or, for the first row, kept from before.
+      const bool prev_in_batch = r > 0 && batch[r - 1].seq == batch[r].seq;
+      const float* h = prev_in_batch ? capture.final_streams.data() + (r - 1) * hd : s.last_h.data();
+      if (!prev_in_batch && s.last_h.size() != hd) return internal_error("runner.mtp_lost", "no streams for MTP catch-up");
+      mtp.push_back({bt[r].seq, batch[r].pos - 1, batch[r].token, false});
+      mtp_h.insert(mtp_h.end(), h, h + hd);
+    }
+    s.last_h.assign(capture.final_streams.data() + r * hd, capture.final_streams.data() + (r + 1) * hd);
+  }
+  // The runtime feeds each sequence's rows contiguously and in position order, so `mtp` continues every
+  // sequence's MTP state in order, as forward_mtp requires.
+  if (!mtp.empty()) DSV4_RETURN_IF_ERROR(model_->forward_mtp(mtp, mtp_h, states, nullptr));
+  return Status::ok();
+}
+
+Status ModelModelRunner::forward(std::span<const RunnerToken> batch, std::vector<float>* logits) {
+  return run(batch, logits, /*snapshot=*/true);
+}
+
+Status ModelModelRunner::truncate(SeqSlot seq, int32_t new_len) {
+  DSV4_RETURN_IF_ERROR(check(seq, "truncate"));
+  Seq& s = seqs_[static_cast<size_t>(seq)];
+  end_draft(s);
+  const int64_t len = s.state->n_tokens();
+  if (new_len == len) return Status::ok();
+  if (new_len > len || len - new_len > info_.max_rollback || !s.has_snap || new_len < s.snap.n_tokens) {
+    return out_of_range("runner.rollback_too_deep", "truncate from " + std::to_string(len) + " to " +
+                                                        std::to_string(new_len) + " reaches before the last forward");
+  }
+  const int64_t base = s.snap.n_tokens;
+  std::vector<int32_t> replay(s.tokens.begin() + base, s.tokens.begin() + new_len);
+  restore(s.snap, s.state.get(), /*main_too=*/true);
+  s.last_h = s.snap_last_h;
+  s.tokens.resize(static_cast<size_t>(base));
+  s.has_snap = false;
+  if (replay.empty()) return Status::ok();
+  std::vector<RunnerToken> in;
+  for (size_t i = 0; i < replay.size(); ++i) in.push_back({seq, static_cast<int32_t>(base + static_cast<int64_t>(i)), replay[i], false});
+  replayed_tokens_ += static_cast<int64_t>(replay.size());
+  std::vector<float> unused;
+  return run(in, &unused, /*snapshot=*/false);
+}
+
+Status ModelModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
+  DSV4_RETURN_IF_ERROR(check(dst, "copy_prefix"));
+  DSV4_RETURN_IF_ERROR(check(src, "copy_prefix"));
+  Seq& d = seqs_[static_cast<size_t>(dst)];
+  Seq& s = seqs_[static_cast<size_t>(src)];
+  if (d.state->n_tokens() != 0 || len < 0 || len > s.state->n_tokens()) {
+    return invalid_argument("runner.bad_copy", "copy_prefix needs an empty dst and len <= length(src)");
+  }
+  end_draft(s);
+  if (len == s.state->n_tokens() || (s.has_snap && len >= s.snap.n_tokens && s.state->n_tokens() - len <= info_.max_rollback)) {
+    *d.state = *s.state;
+    d.tokens = s.tokens;
+    d.last_h = s.last_h;
+    d.has_snap = s.has_snap;
+    d.snap = s.snap;
+    d.snap_last_h = s.snap_last_h;
+    return truncate(dst, len);
+  }
+  // Too far back for the snapshot: replay the prefix from the tokens (exact; costs the compute).
+  if (len == 0) return Status::ok();
+  std::vector<RunnerToken> in;
+  for (int32_t i = 0; i < len; ++i) in.push_back({dst, i, s.tokens[static_cast<size_t>(i)], false});
+  replayed_tokens_ += len;
+  std::vector<float> unused;
+  return run(in, &unused, /*snapshot=*/false);
+}
+
+Status ModelModelRunner::draft(std::span<const RunnerToken> batch, std::vector<float>* logits) {
+  if (!has_mtp_) return unimplemented("runner.no_mtp", "this model has no MTP module");
+  const ModelConfig& c = model_->config();
+  const auto hd = static_cast<size_t>(c.hc_mult * c.dim);
+  std::map<SeqSlot, int32_t> index;
+  std::vector<SequenceState*> states;
+  std::vector<BatchToken> bt;
+  std::vector<float> h;
+  for (const RunnerToken& t : batch) {
+    DSV4_RETURN_IF_ERROR(check(t.seq, "draft"));
+    Seq& s = seqs_[static_cast<size_t>(t.seq)];
+    const int64_t n = s.state->n_tokens();
+    if (n == 0 || s.last_h.size() != hd) return invalid_argument("runner.draft_empty", "draft needs a computed position");
+    if (t.pos == n) {
+      end_draft(s);
+      s.draft_snap = take(*s.state, /*main_too=*/false);
+      s.drafting = true;
+    } else if (!s.drafting || t.pos - 1 != s.state->n_mtp_tokens()) {
+      return invalid_argument("runner.bad_draft_pos", "draft: pos does not continue the draft");
+    }
+    auto [it, added] = index.emplace(t.seq, static_cast<int32_t>(states.size()));
+    if (added) states.push_back(s.state.get());
+    // MTP position pos-1 takes the main streams there. Past the first draft step the main streams do
+    // not exist yet; the MTP block's own output streams are not exposed by Model::forward_mtp, so the
+    // last main streams stand in (drafts only steer acceptance; the output stays exact).
+    bt.push_back({it->second, t.pos - 1, t.token, true});
+    h.insert(h.end(), s.last_h.begin(), s.last_h.end());
+  }
+  return model_->forward_mtp(bt, h, states, logits);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,74 @@
+// runtime: the ModelRunner over the real forward pass (model/model.h). Sequences are SequenceStates
+// owned here; truncate() is exact by snapshot + replay: before each forward the fixed-size part of every
+// fed sequence's state (window rings, compressor partial blocks, entry counts, MTP state) is saved, and
+// a rollback restores it, drops the compressed entries appended since (they are append-only) and
+// re-runs the kept tokens. The MTP state lags the main state by one position (it needs the next token)
+// and is caught up after every forward; draft steps run on it and are undone before the next forward.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/model_runner.h"
+
+namespace dsv4 {
+
+// Bytes of state this model holds per sequence and per token, by kind, as the reference path stores
+// it (fp32 rows). Exposed for the pool plan and for tests.
+StateFootprint model_state_footprint(const ModelConfig& cfg);
+
+class ModelModelRunner : public ModelRunner {
+ public:
+  // `max_rollback`: deepest truncate() accepted (bounded by what the last forward fed anyway).
+  explicit ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rollback = 8);
+  static Result<std::unique_ptr<ModelModelRunner>> load(const std::filesystem::path& dir);
+
+  const RunnerInfo& info() const override { return info_; }
+  Result<SeqSlot> create_sequence() override;
+  void free_sequence(SeqSlot seq) override;
+  int32_t length(SeqSlot seq) const override;
+  Status forward(std::span<const RunnerToken> batch, std::vector<float>* logits) override;
+  Status truncate(SeqSlot seq, int32_t new_len) override;
+  Status copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) override;
+  Status draft(std::span<const RunnerToken> batch, std::vector<float>* logits) override;
+
+  const Model& model() const { return *model_; }
+  int64_t replayed_tokens() const { return replayed_tokens_; }
+
+ private:
+  struct Snapshot {
+    std::vector<LayerState> layers;      // entries left empty; entry counts below
+    std::vector<LayerState> mtp_layers;
+    std::vector<int64_t> entry_counts;   // per layer then per MTP layer: compressor, index_keys
+    int64_t n_tokens = 0;
+    int64_t n_mtp_tokens = 0;
+  };
+  struct Seq {
+    bool live = false;
+    std::unique_ptr<SequenceState> state;
+    std::vector<int32_t> tokens;   // every token the main state consumed
+    std::vector<float> last_h;     // [hc_mult, dim] final streams at position n_tokens - 1
+    bool has_snap = false;         // state before the last forward
+    Snapshot snap;
+    std::vector<float> snap_last_h;
+    bool drafting = false;         // MTP state advanced by draft steps; `draft_snap` undoes them
+    Snapshot draft_snap;
+  };
+
+  Snapshot take(const SequenceState& st, bool main_too) const;
+  void restore(const Snapshot& s, SequenceState* st, bool main_too) const;
+  void end_draft(Seq& s);
+  Status check(SeqSlot seq, const char* what) const;
+  // The main forward plus the MTP catch-up; snapshots first when `snapshot`.
+  Status run(std::span<const RunnerToken> batch, std::vector<float>* logits, bool snapshot);
+
+  std::unique_ptr<Model> model_;
+  RunnerInfo info_;
+  bool has_mtp_ = false;
+  std::vector<Seq> seqs_;
+  int64_t replayed_tokens_ = 0;
+};
+
+}  // namespace dsv4

@@ -265,13 +265,20 @@ Status ModelModelRunner::draft(std::span<const RunnerToken> batch, std::vector<f
     }
     auto [it, added] = index.emplace(t.seq, static_cast<int32_t>(states.size()));
     if (added) states.push_back(s.state.get());
-    // MTP position pos-1 takes the main streams there. Past the first draft step the main streams do
-    // not exist yet; the MTP block's own output streams are not exposed by Model::forward_mtp, so the
-    // last main streams stand in (drafts only steer acceptance; the output stays exact).
+    // MTP position pos-1 takes the main streams there on the first step; past it the main streams do
+    // not exist yet and the MTP block's own output streams of the previous step feed back (recurrent
+    // drafting, spec §2.11).
     bt.push_back({it->second, t.pos - 1, t.token, true});
-    h.insert(h.end(), s.last_h.begin(), s.last_h.end());
+    const std::vector<float>& src = t.pos == n ? s.last_h : s.draft_h;
+    h.insert(h.end(), src.begin(), src.end());
   }
-  return model_->forward_mtp(bt, h, states, logits);
+  ForwardCapture capture;
+  DSV4_RETURN_IF_ERROR(model_->forward_mtp(bt, h, states, logits, &capture));
+  for (size_t r = 0; r < batch.size(); ++r) {
+    seqs_[static_cast<size_t>(batch[r].seq)].draft_h.assign(capture.final_streams.begin() + static_cast<ptrdiff_t>(r * hd),
+                                                            capture.final_streams.begin() + static_cast<ptrdiff_t>((r + 1) * hd));
+  }
+  return Status::ok();
 }
 
 }  // namespace dsv4

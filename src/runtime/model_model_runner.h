@@ -55,6 +55,7 @@ class ModelModelRunner : public ModelRunner {
     std::vector<float> snap_last_h;
     bool drafting = false;         // MTP state advanced by draft steps; `draft_snap` undoes them
     Snapshot draft_snap;
+    std::vector<float> draft_h;    // [hc_mult, dim] MTP output streams of the last draft step
   };
 
   Snapshot take(const SequenceState& st, bool main_too) const;

@@ -35,8 +35,8 @@ ParamCost param_cost(const ModelConfig& cfg) {
   const long double active_frac =
       cfg.n_routed_experts > 0 ? static_cast<long double>(cfg.n_activated_experts) / cfg.n_routed_experts : 0.0L;
   const auto unused = static_cast<uint64_t>(c.params_routed_experts * (1.0L - active_frac) + 0.5L);
-  c.params_active_per_token = c.params_total - unused;
-  c.params_active_compute = c.params_active_per_token - c.params_embedding;
+  c.params_active_with_embedding = c.params_total - unused;
+  c.params_active_per_token = c.params_active_with_embedding - c.params_embedding;
   return c;
 }
 

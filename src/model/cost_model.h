@@ -20,11 +20,12 @@ struct ParamCost {
   uint64_t params_mtp = 0;          // MTP / DSpark stages (not part of params_total)
   uint64_t params_embedding = 0;    // embed.weight
   uint64_t params_routed_experts = 0;  // all routed experts of the backbone
-  // One token touches every backbone parameter except the routed experts it is not sent to:
-  // params_total - params_routed_experts * (1 - n_activated / n_routed). Includes the embedding (the
-  // usual convention); params_active_compute drops it since a lookup does no arithmetic.
+  // One token's compute touches every backbone weight except the routed experts it is not sent to and
+  // the embedding table (a one-row lookup): params_total - embedding - params_routed_experts *
+  // (1 - n_activated / n_routed). Official config: 13.27B (the spec's ≈12.7–13B leaves out the
+  // compressors, indexers, gates and mHC, ≈0.4B). params_active_with_embedding adds the table back.
   uint64_t params_active_per_token = 0;
-  uint64_t params_active_compute = 0;
+  uint64_t params_active_with_embedding = 0;
   uint64_t bytes_total = 0;                         // all tensors, MTP and scales included
   std::map<std::string, uint64_t> bytes_by_dtype;   // "F8_E4M3" -> bytes
 };

@@ -25,9 +25,9 @@ TEST(CostModel, OfficialParamsMatchAdvertisedSize) {
   EXPECT_EQ(p.params_embedding, 129280ull * 4096);
   // 43 layers × 256 experts × (w1, w3, w2 of 2048 × 4096).
   EXPECT_EQ(p.params_routed_experts, 43ull * 256 * 3 * 2048 * 4096);
-  // Active = total minus the 250 unchosen experts of each layer.
-  EXPECT_EQ(p.params_total - p.params_active_per_token, 43ull * 250 * 3 * 2048 * 4096);
-  EXPECT_EQ(p.params_active_per_token - p.params_active_compute, p.params_embedding);
+  // Active = total minus the 250 unchosen experts of each layer and the embedding table.
+  EXPECT_EQ(p.params_total - p.params_active_with_embedding, 43ull * 250 * 3 * 2048 * 4096);
+  EXPECT_EQ(p.params_active_with_embedding - p.params_active_per_token, p.params_embedding);
   // The MTP block: one more layer's experts + attention + e/h_proj; roughly 1/43 of the backbone.
   EXPECT_GT(p.params_mtp, 6'000'000'000ull);
   EXPECT_LT(p.params_mtp, 7'000'000'000ull);
@@ -76,7 +76,7 @@ TEST(CostModel, FlopsFollowTheSparsityPattern) {
   // The matmul part is about 2 × active compute params (±10%: attention/indexer/mHC are not params).
   const ParamCost p = param_cost(cfg);
   const double dense = f0.projections + f0.moe + f0.head + f0.compressors;
-  EXPECT_NEAR(dense, 2.0 * p.params_active_compute, 0.1 * 2.0 * p.params_active_compute);
+  EXPECT_NEAR(dense, 2.0 * p.params_active_per_token, 0.1 * 2.0 * p.params_active_per_token);
   // Head: 2 × 4096 × 129280.
   EXPECT_DOUBLE_EQ(f0.head, 2.0 * 4096 * 129280);
 }

@@ -9,6 +9,19 @@
 #include "core/quant.h"
 
 namespace dsv4 {
+namespace {
+
+// E2M1 with round-to-nearest-even, same codes as float_to_e2m1 for |q| <= 6 (sign kept for zero too):
+// the magnitude code is the number of grid midpoints below |q|, where a tie goes to the even code
+// (0.25->0, 0.75->2, 1.25->2, 1.75->4, 2.5->4, 3.5->6, 5->6). Branch-free, so experts quantize at
+// memory speed rather than through the generic minifloat encoder.
+inline uint8_t e2m1_rne(float q) {
+  const float a = std::fabs(q);
+  const int mag = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>((std::signbit(q) ? 0x8 : 0) | mag);
+}
+
+}  // namespace
 
 void quantize_fp8_weight_blocks(std::span<const float> w, size_t rows, size_t cols, std::span<uint8_t> codes,
                                 std::span<uint8_t> scales_e8m0) {
@@ -37,8 +50,20 @@ void quantize_fp4_weight_rows(std::span<const float> w, size_t rows, size_t cols
   DSV4_CHECK(cols % kFp4WeightBlock == 0 && w.size() == rows * cols && packed.size() == rows * cols / 2 &&
                  scales_e8m0.size() == rows * cols / kFp4WeightBlock,
              "quantize_fp4_weight_rows: bad sizes");
-  // Rows are whole multiples of the block, so the flat per-32 quantizer is exactly per-row blocking.
-  quantize_fp4(w, kFp4WeightBlock, packed, scales_e8m0);
+  // Rows are whole multiples of the block, so flat per-32 blocks are exactly per-row blocks. Same
+  // result as quantize_fp4 (tested); x * (1/s) equals x / s because s is a power of two.
+  for (size_t b = 0, i = 0; b < w.size(); b += kFp4WeightBlock, ++i) {
+    float amax = 0.0f;
+    for (size_t j = 0; j < kFp4WeightBlock; ++j) amax = std::max(amax, std::fabs(w[b + j]));
+    const float s = fp4_block_scale(amax);
+    const float inv = 1.0f / s;
+    scales_e8m0[i] = float_to_e8m0(s);
+    for (size_t j = 0; j < kFp4WeightBlock; j += 2) {
+      const uint8_t lo = e2m1_rne(std::clamp(w[b + j] * inv, -kE2M1Max, kE2M1Max));
+      const uint8_t hi = e2m1_rne(std::clamp(w[b + j + 1] * inv, -kE2M1Max, kE2M1Max));
+      packed[(b + j) / 2] = e2m1_pack(lo, hi);
+    }
+  }
 }
 
 }  // namespace dsv4

@@ -53,6 +53,23 @@ void fp4_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
                          benchmark::Counter::kIsRate);
 }
 
+void bf16_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m) {
+  std::vector<uint16_t> w16(static_cast<size_t>(n * k));
+  const auto lo = random_bytes(w16.size(), 6, 0xFF);
+  for (size_t i = 0; i < w16.size(); ++i) w16[i] = static_cast<uint16_t>(0x3B00 | lo[i] | ((lo[i] & 1) << 15));
+  const auto x = activations(m, k);
+  std::vector<float> out(static_cast<size_t>(m * n));
+  const dsv4::kernels::Bf16Matrix w{w16.data(), n, k};
+  for (auto _ : state) {
+    dsv4::kernels::bf16_gemm(w, x.data(), m, out.data(), {false, isa, nullptr});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * dsv4::kernels::bf16_weight_bytes(w));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(m * n * k) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
 void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m) {
   const auto codes = random_bytes(static_cast<size_t>(n * k), 3, 0xEF);  // bit 4 clear: no NaN codes
   auto scales = random_bytes(static_cast<size_t>(((n + 127) / 128) * ((k + 127) / 128)), 4, 0x07);
@@ -80,6 +97,8 @@ const int kRegistered = [] {
       const std::string mm = "/m=" + std::to_string(m);
       benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/512x4096").c_str(),
                                    [=](benchmark::State& s) { fp4_case(s, isa, 512, 4096, m); });
+      benchmark::RegisterBenchmark(("bf16_gemm/" + tag + mm + "/128x4096").c_str(),
+                                   [=](benchmark::State& s) { bf16_case(s, isa, 128, 4096, m); });
       benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/256x4096").c_str(),
                                    [=](benchmark::State& s) { fp8_case(s, isa, 256, 4096, m); });
     }

@@ -23,12 +23,13 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   EXPECT_EQ(j["read_probe"]["bytes"].get<int64_t>(), 8 << 20);
 
   const auto& gemv = j["decode_gemv"];
-  ASSERT_EQ(gemv.size(), 8u);
+  ASSERT_EQ(gemv.size(), 11u);
   for (const auto& c : gemv) {
     const int64_t n = c["n_rows"], k = c["n_cols"];
     const std::string kernel = c["kernel"];
-    const int64_t want = kernel.rfind("fp4_gemm/", 0) == 0 ? n * k / 2 + n * k / 32
-                                                           : n * k + ((n + 127) / 128) * ((k + 127) / 128);
+    const int64_t want = kernel.rfind("fp4_gemm/", 0) == 0   ? n * k / 2 + n * k / 32
+                         : kernel.rfind("fp8_gemm/", 0) == 0 ? n * k + ((n + 127) / 128) * ((k + 127) / 128)
+                                                             : 2 * n * k;
     EXPECT_EQ(c["weight_bytes"].get<int64_t>(), want) << kernel;
     EXPECT_GT(c["gbps"].get<double>(), 0.0);
     EXPECT_NE(kernel.find("/m=1"), std::string::npos);
@@ -36,7 +37,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   // 6 routed FP4 experts (w1, w3, w2) + the FP8 shared expert, per decode token.
   const int64_t fp4 = 2048 * 4096 / 2 + 2048 * 4096 / 32, fp8 = 2048 * 4096 + 16 * 32;
   EXPECT_EQ(j["decode_moe_layer"]["weight_bytes_per_token"].get<int64_t>(), 6 * 3 * fp4 + 3 * fp8);
-  EXPECT_EQ(j["prefill_gemm"].size(), 10u);
+  EXPECT_EQ(j["prefill_gemm"].size(), 15u);
 
   auto cfg = load_model_config(ckpt_dir);
   auto ckpt = Checkpoint::open(ckpt_dir);

@@ -87,6 +87,20 @@ Fp4Case make_fp4(std::mt19937& rng, int64_t n, int64_t k, size_t offset) {
   return c;
 }
 
+struct Bf16Case {
+  std::vector<uint16_t> data;
+  Bf16Matrix w;
+};
+
+Bf16Case make_bf16(std::mt19937& rng, int64_t n, int64_t k, size_t offset) {
+  Bf16Case c;
+  c.data.resize(offset + static_cast<size_t>(n * k) + 1);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  for (auto& v : c.data) v = float_to_bf16(nd(rng));
+  c.w = {c.data.data() + offset, n, k};
+  return c;
+}
+
 float fp8_weight(const Fp8Matrix& w, int64_t n, int64_t k) {
   const int64_t sc = (w.n_cols + 127) / 128;
   return e4m3_to_float(w.codes[n * w.n_cols + k]) * std::ldexp(1.0f, w.scales[(n / 128) * sc + k / 128] - 127);
@@ -191,6 +205,26 @@ TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
         check_shape(
             c.w, m, xbuf.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
             "fp4 n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        ++cases;
+      }
+    }
+  }
+}
+
+TEST(KernelQuantMatmul, Bf16GridOfShapesAgainstDoubleOracle) {
+  std::mt19937 rng(4321);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t n : {1, 3, 17, 128, 129}) {
+    for (int64_t k : {1, 7, 16, 17, 128, 130, 256, 656}) {
+      for (int64_t m : {1, 4, 5, 16, 33}) {
+        const size_t off = static_cast<size_t>(cases % 3);
+        Bf16Case c = make_bf16(rng, n, k, off);
+        const std::vector<float> xbuf = make_x(rng, m, k, off);
+        check_shape(
+            c.w, m, xbuf.data() + off, bf16_gemm,
+            [&](int64_t r, int64_t i) { return bf16_to_float(c.w.data[r * k + i]); }, pool,
+            "bf16 n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
         ++cases;
       }
     }

@@ -38,18 +38,29 @@ constexpr const char* kUsage =
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
     "  so that both read DRAM, not cache.\n";
 
+enum class Kind { kFp4, kFp8, kBf16 };
+
 struct Shape {
   const char* name;  // checkpoint tensor this shape comes from (spec §3)
-  bool fp4;
+  Kind kind;
   int64_t n_rows, n_cols;
 };
 
+const char* kernel_family(Kind k) { return k == Kind::kFp4 ? "fp4_gemm/" : k == Kind::kFp8 ? "fp8_gemm/" : "bf16_gemm/"; }
+
 // Decode-time matrices of one V4-Flash layer (spec §3 table).
 const Shape kShapes[] = {
-    {"ffn.experts.w1/w3", true, 2048, 4096}, {"ffn.experts.w2", true, 4096, 2048},
-    {"attn.wq_a", false, 1024, 4096},        {"attn.wq_b", false, 32768, 1024},
-    {"attn.wkv", false, 512, 4096},          {"attn.wo_b", false, 4096, 8192},
-    {"ffn.shared_experts.w1/w3", false, 2048, 4096}, {"ffn.shared_experts.w2", false, 4096, 2048},
+    {"ffn.experts.w1/w3", Kind::kFp4, 2048, 4096},
+    {"ffn.experts.w2", Kind::kFp4, 4096, 2048},
+    {"attn.wq_a", Kind::kFp8, 1024, 4096},
+    {"attn.wq_b", Kind::kFp8, 32768, 1024},
+    {"attn.wkv", Kind::kFp8, 512, 4096},
+    {"attn.wo_b", Kind::kFp8, 4096, 8192},
+    {"ffn.shared_experts.w1/w3", Kind::kFp8, 2048, 4096},
+    {"ffn.shared_experts.w2", Kind::kFp8, 4096, 2048},
+    {"attn.wo_a (bf16)", Kind::kBf16, 8192, 4096},
+    {"attn.compressor.wkv (r=4)", Kind::kBf16, 1024, 4096},
+    {"ffn.gate", Kind::kBf16, 256, 4096},
 };
 
 uint64_t splitmix(uint64_t& s) {
@@ -79,14 +90,21 @@ struct Weights {
 
 Weights make_weights(const Shape& s, uint64_t seed) {
   Weights w;
-  if (s.fp4) {
+  if (s.kind == Kind::kBf16) {
+    // Random finite bf16 in ±[2^-8, 2^-6): 0x3B.. / 0xBB.. high bytes.
+    w.codes.resize(static_cast<size_t>(2 * s.n_rows * s.n_cols));
+    fill_codes(w.codes, seed, false);
+    for (size_t i = 1; i < w.codes.size(); i += 2) w.codes[i] = static_cast<uint8_t>((w.codes[i] & 0x80) | 0x3B);
+    return w;
+  }
+  if (s.kind == Kind::kFp4) {
     w.codes.resize(static_cast<size_t>(s.n_rows * s.n_cols / 2));
     w.scales.resize(static_cast<size_t>(s.n_rows * s.n_cols / 32));
   } else {
     w.codes.resize(static_cast<size_t>(s.n_rows * s.n_cols));
     w.scales.resize(static_cast<size_t>(((s.n_rows + 127) / 128) * ((s.n_cols + 127) / 128)));
   }
-  fill_codes(w.codes, seed, !s.fp4);
+  fill_codes(w.codes, seed, s.kind == Kind::kFp8);
   fill_scales(w.scales, seed + 1);
   return w;
 }
@@ -100,7 +118,10 @@ std::vector<float> make_activations(int64_t m, int64_t k, uint64_t seed) {
 
 void run_gemm(const Shape& s, const Weights& w, const float* x, int64_t m, float* out,
               const kernels::MatmulOptions& opt) {
-  if (s.fp4) {
+  if (s.kind == Kind::kBf16) {
+    const auto* data = reinterpret_cast<const uint16_t*>(w.codes.data());
+    kernels::bf16_gemm(kernels::Bf16Matrix{data, s.n_rows, s.n_cols}, x, m, out, opt);
+  } else if (s.kind == Kind::kFp4) {
     kernels::fp4_gemm(kernels::Fp4Matrix{w.codes.data(), w.scales.data(), s.n_rows, s.n_cols}, x, m, out, opt);
   } else {
     kernels::fp8_gemm(kernels::Fp8Matrix{w.codes.data(), w.scales.data(), s.n_rows, s.n_cols}, x, m, out, opt);
@@ -108,8 +129,15 @@ void run_gemm(const Shape& s, const Weights& w, const float* x, int64_t m, float
 }
 
 int64_t matrix_bytes(const Shape& s) {
-  return static_cast<int64_t>(s.fp4 ? s.n_rows * s.n_cols / 2 + s.n_rows * s.n_cols / 32
-                                    : s.n_rows * s.n_cols + ((s.n_rows + 127) / 128) * ((s.n_cols + 127) / 128));
+  switch (s.kind) {
+    case Kind::kFp4:
+      return s.n_rows * s.n_cols / 2 + s.n_rows * s.n_cols / 32;
+    case Kind::kFp8:
+      return s.n_rows * s.n_cols + ((s.n_rows + 127) / 128) * ((s.n_cols + 127) / 128);
+    case Kind::kBf16:
+      break;
+  }
+  return 2 * s.n_rows * s.n_cols;
 }
 
 // Runs `step(i)` (i = 0, 1, 2, ...) until at least `min_time` seconds and `min_iters` calls have passed;
@@ -240,7 +268,7 @@ int cmd_bench(int argc, char** argv) {
     });
     const double gbps = static_cast<double>(bytes) / sec / 1e9;
     const std::string kernel =
-        std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols)) + "/m=1";
+        kernel_family(s.kind) + std::string(kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols))) + "/m=1";
     const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
     gemv.push_back({{"tensor", s.name},
                     {"kernel", kernel},
@@ -320,7 +348,7 @@ int cmd_bench(int argc, char** argv) {
     std::printf("\nprefill GEMM:\n  %-28s %-24s %6s %10s %9s\n", "tensor", "kernel", "m", "ms/call", "GFLOP/s");
   }
   nlohmann::json gemm = nlohmann::json::array();
-  for (const Shape& s : {kShapes[0], kShapes[5]}) {
+  for (const Shape& s : {kShapes[0], kShapes[5], kShapes[8]}) {
     const Weights w = make_weights(s, 42);
     for (int64_t m : {1, 4, 16, 64, 256}) {
       const std::vector<float> x = make_activations(m, s.n_cols, 9);
@@ -329,7 +357,7 @@ int cmd_bench(int argc, char** argv) {
       const double sec =
           time_per_call(*min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
       const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
-      const std::string kernel = std::string(s.fp4 ? "fp4_gemm/" : "fp8_gemm/") +
+      const std::string kernel = std::string(kernel_family(s.kind)) +
                                  kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols)) + "/m=" + std::to_string(m);
       gemm.push_back({{"tensor", s.name}, {"kernel", kernel}, {"m", m}, {"ms_per_call", sec * 1e3}, {"gflops", gflops}});
       if (!json)

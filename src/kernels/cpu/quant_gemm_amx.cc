@@ -151,6 +151,18 @@ void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_toke
   });
 }
 
+void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
+                        int64_t r0, int64_t r1, float* out, bool round_bf16) {
+  const int64_t steps = k / 32;
+  amx_rows(n_rows, k, xpack, n_tokens, r0, r1, out, round_bf16, [&](int64_t nb, int n_valid, uint16_t* a) {
+    for (int64_t s = 0; s < steps; ++s) {
+      uint16_t* step = a + s * 512;
+      for (int n = 0; n < n_valid; ++n) std::memcpy(step + n * 32, w + (nb + n) * k + s * 32, 64);
+      if (n_valid < 16) std::memset(step + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
+    }
+  });
+}
+
 void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
                        float* out, bool round_bf16) {
   const int64_t steps = w.k / 32, scale_cols = (w.k + 127) / 128;

@@ -117,6 +117,25 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
                             });
 }
 
+int64_t bf16_weight_bytes(const Bf16Matrix& w) { return 2 * w.n_rows * w.n_cols; }
+
+void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {
+  DSV4_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "bf16_gemm: negative shape");
+  if (w.n_rows == 0 || n_tokens == 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+#if defined(__x86_64__)
+  if (try_amx(
+          isa, w.n_rows, w.n_cols, x, n_tokens,
+          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
+            detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          },
+          opt))
+    return;
+#endif
+  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, x, out, opt, detail::bf16_tile_for(isa),
+                             [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; });
+}
+
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {
   DSV4_CHECK(w.n_rows >= 0 && w.n_cols >= 0 && n_tokens >= 0, "fp4_gemm: negative shape");
   DSV4_CHECK(w.n_cols % 32 == 0, "fp4_gemm: n_cols must be a multiple of 32");

@@ -41,6 +41,14 @@ struct Fp4Matrix {
   int64_t n_cols = 0;
 };
 
+// BF16 weight (the reference's "fp32 GEMM" on bf16 weights: head, MoE gate, compressor, indexer
+// weights_proj, wo_a): data [n_rows, n_cols]. No activation quantization.
+struct Bf16Matrix {
+  const uint16_t* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+};
+
 struct MatmulOptions {
   bool round_bf16 = true;      // spec: quantized linears output bf16
   Isa isa = Isa::kAuto;        // forced ISA (tests, bench); unsupported requests fall back to the best
@@ -54,6 +62,7 @@ struct MatmulOptions {
 // are) run on bf16 tiles with fp32 accumulation — same products, another summation order. The scalar ISA
 // accumulates in double (the reference contract).
 void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
+void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 
 // The ISA whose code fp8_gemm / fp4_gemm run for this request (AMX only serves batches of ≥ 16 tokens
@@ -62,6 +71,7 @@ Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols);
 
 // Bytes of weight data (codes + scales) a kernel streams once per call: the bandwidth figure of bench.
 int64_t fp8_weight_bytes(const Fp8Matrix& w);
+int64_t bf16_weight_bytes(const Bf16Matrix& w);
 int64_t fp4_weight_bytes(const Fp4Matrix& w);
 
 }  // namespace dsv4::kernels

@@ -40,19 +40,35 @@ struct Fp4Tile {
   float sums[kTileRows][kTileTokens];
 };
 
+// BF16 weights (head, gate, compressor, indexer weights_proj, wo_a): plain fp32 dots on widened bf16.
+struct Bf16Tile {
+  const uint16_t* w[kTileRows];  // [k] bf16 bits of each row
+  int n_rows;
+  const float* x;
+  int64_t ldx;
+  int n_tokens;
+  int64_t k;
+  float sums[kTileRows][kTileTokens];
+};
+
+using Bf16TileFn = void (*)(Bf16Tile& t);
 using Fp8TileFn = void (*)(Fp8Tile& t);
 using Fp4TileFn = void (*)(Fp4Tile& t);
 
+void bf16_tile_scalar(Bf16Tile& t);
 void fp8_tile_scalar(Fp8Tile& t);
 void fp4_tile_scalar(Fp4Tile& t);
 #if defined(__x86_64__)
+void bf16_tile_avx2(Bf16Tile& t);
+void bf16_tile_avx512(Bf16Tile& t);
 void fp8_tile_avx2(Fp8Tile& t);
 void fp4_tile_avx2(Fp4Tile& t);
 void fp8_tile_avx512(Fp8Tile& t);
 void fp4_tile_avx512(Fp4Tile& t);
 #endif
 
-Fp8TileFn fp8_tile_for(Isa isa);  // isa already resolved
+Bf16TileFn bf16_tile_for(Isa isa);  // isa already resolved
+Fp8TileFn fp8_tile_for(Isa isa);
 Fp4TileFn fp4_tile_for(Isa isa);
 
 // The vector FP4 tiles decode a packed 32-block into its 16 low nibbles (elements 0,2,..,30) and its
@@ -87,6 +103,8 @@ struct AmxFp8Job {
 };
 void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
                        float* out, bool round_bf16);
+void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
+                        int64_t r0, int64_t r1, float* out, bool round_bf16);
 void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
                        float* out, bool round_bf16);
 #endif

@@ -68,6 +68,42 @@ void fp8_tile(Fp8Tile& t) {
     for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(acc[r][j]);
 }
 
+template <int R, int T>
+void bf16_tile(Bf16Tile& t) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < t.k; k += 8) {
+    const int64_t len = t.k - k;
+    __m256 w[R];
+    alignas(32) float xs[kTileTokens][8] = {};
+    const float* xp[kTileTokens];
+    if (len >= 8) {
+      for (int r = 0; r < R; ++r)
+        w[r] = _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.w[r] + k))), 16));
+      for (int j = 0; j < T; ++j) xp[j] = t.x + j * t.ldx + k;
+    } else {
+      // Tail below 8 columns: zero-padded copies.
+      for (int r = 0; r < R; ++r) {
+        alignas(16) uint16_t ws[8] = {};
+        std::memcpy(ws, t.w[r] + k, static_cast<size_t>(len) * 2);
+        w[r] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(ws))), 16));
+      }
+      for (int j = 0; j < T; ++j) {
+        std::memcpy(xs[j], t.x + j * t.ldx + k, static_cast<size_t>(len) * sizeof(float));
+        xp[j] = xs[j];
+      }
+    }
+    for (int j = 0; j < T; ++j) {
+      const __m256 xv = _mm256_loadu_ps(xp[j]);
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(w[r], xv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(acc[r][j]);
+}
+
 // 8 packed-code dwords (one byte each, already shifted so the wanted nibble is in bits 0..3) → floats.
 inline __m256 e2m1x8(__m256i nib, __m256 lut_mag) {
   const __m256 mag = _mm256_permutevar8x32_ps(lut_mag, nib);  // reads bits 0..2 only
@@ -121,6 +157,7 @@ void fp4_tile(Fp4Tile& t) {
     default: return fn<2, 4>(t);                   \
   }
 
+void bf16_tile_avx2(Bf16Tile& t) { DSV4_TILE_SWITCH(bf16_tile, t) }
 void fp8_tile_avx2(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
 void fp4_tile_avx2(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
 

@@ -60,6 +60,27 @@ void fp8_tile(Fp8Tile& t) {
     for (int j = 0; j < T; ++j) t.sums[r][j] = _mm512_reduce_add_ps(acc[r][j]);
 }
 
+// BF16 → fp32 is a 16-bit left shift of the widened word.
+template <int R, int T>
+void bf16_tile(Bf16Tile& t) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < t.k; k += 16) {
+    const int64_t len = t.k - k;
+    const __mmask16 m = len >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
+    __m512 w[R];
+    for (int r = 0; r < R; ++r)
+      w[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, t.w[r] + k)), 16));
+    for (int j = 0; j < T; ++j) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, t.x + j * t.ldx + k);
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(w[r], xv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < T; ++j) t.sums[r][j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
 template <int R, int T>
 void fp4_tile(Fp4Tile& t) {
   const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
@@ -105,6 +126,7 @@ void fp4_tile(Fp4Tile& t) {
     default: return fn<2, 4>(t);       \
   }
 
+void bf16_tile_avx512(Bf16Tile& t) { DSV4_TILE_SWITCH(bf16_tile, t) }
 void fp8_tile_avx512(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
 void fp4_tile_avx512(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
 

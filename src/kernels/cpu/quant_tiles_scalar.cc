@@ -31,6 +31,17 @@ const float kE8m0ToFloat[256] = {
 #undef DSV4_E8M0_ROW
 };
 
+void bf16_tile_scalar(Bf16Tile& t) {
+  for (int r = 0; r < t.n_rows; ++r) {
+    for (int tok = 0; tok < t.n_tokens; ++tok) {
+      const float* x = t.x + tok * t.ldx;
+      double acc = 0.0;
+      for (int64_t k = 0; k < t.k; ++k) acc += static_cast<double>(x[k]) * static_cast<double>(bf16_to_float(t.w[r][k]));
+      t.sums[r][tok] = static_cast<float>(acc);
+    }
+  }
+}
+
 void fp8_tile_scalar(Fp8Tile& t) {
   for (int r = 0; r < t.n_rows; ++r) {
     for (int tok = 0; tok < t.n_tokens; ++tok) {
@@ -58,6 +69,20 @@ void fp4_tile_scalar(Fp4Tile& t) {
       }
       t.sums[r][tok] = static_cast<float>(acc);
     }
+  }
+}
+
+Bf16TileFn bf16_tile_for(Isa isa) {
+  switch (isa) {
+#if defined(__x86_64__)
+    case Isa::kAmx:
+    case Isa::kAvx512:
+      return bf16_tile_avx512;
+    case Isa::kAvx2:
+      return bf16_tile_avx2;
+#endif
+    default:
+      return bf16_tile_scalar;
   }
 }
 

@@ -14,6 +14,8 @@ class DetokenizerStream {
   virtual ~DetokenizerStream() = default;
   // Complete UTF-8 released by this token (empty while a character is split across tokens).
   virtual std::string push(int32_t token) = 0;
+  // End of the stream: whatever is still held (an incomplete character, as the decoder renders it).
+  virtual std::string flush() { return {}; }
 };
 
 class Detokenizer {

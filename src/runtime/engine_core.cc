@@ -73,6 +73,9 @@ Status EngineCore::validate(const GenerationRequest& r) const {
       p.top_logprobs > 20) {
     return invalid_argument("request.bad_sampling", "a sampling parameter is outside its range");
   }
+  if (!r.stop.stop_strings.empty() && detok_ == nullptr) {
+    return unimplemented("request.stop_strings_need_tokenizer", "stop strings need a detokenizer; this engine has none");
+  }
   const int64_t total = static_cast<int64_t>(r.prompt_ids.size()) + r.stop.max_tokens;
   if (total > info_.context_size) {
     return out_of_range("request.context_exceeded", "prompt (" + std::to_string(r.prompt_ids.size()) +
@@ -260,9 +263,7 @@ void EngineCore::lookup_prefix(Sequence& s) {
   }
   if (best == nullptr || best_len == 0) return;
   if (!runner_->copy_prefix(s.slot, best->slot, static_cast<int32_t>(best_len)).is_ok()) return;
-  s.n_computed = static_cast<int32_t>(best_len);
-  ++stats_.prefix_hits;
-  stats_.prefix_hit_tokens += static_cast<int64_t>(best_len);
+  s.n_computed = static_cast<int32_t>(best_len);  // counted as a hit once the sequence is admitted
   for (auto it = donors_.begin(); it != donors_.end(); ++it) {  // LRU touch
     if (it->get() == best) {
       donors_.splice(donors_.begin(), donors_, it);
@@ -333,6 +334,10 @@ void EngineCore::schedule(std::vector<Sequence*>* batch) {
       break;
     }
     waiting_.pop_front();
+    if (s->n_computed > 0) {
+      ++stats_.prefix_hits;
+      stats_.prefix_hit_tokens += s->n_computed;
+    }
     s->running = true;
     s->admit_order = admit_counter_++;
     running_.push_back(s);
@@ -444,6 +449,15 @@ void EngineCore::finish(Sequence& s, FinishReason reason, GenerationUpdate* upda
   update->completion_tokens = s.n_generated;
 }
 
+// The text still held when a request ends without a stop string: the decoder's incomplete tail and
+// what the stop matcher held back (unless that tail itself completes a stop string).
+std::string EngineCore::end_text(Sequence& s) {
+  bool stopped = false;
+  std::string out = s.detok ? s.stop.push(s.detok->flush(), &stopped) : std::string();
+  if (!stopped) out += s.stop.flush();
+  return out;
+}
+
 bool EngineCore::emit_token(Sequence& s, int32_t token, const float* logits_row, GenerationUpdate* update) {
   ++s.n_generated;
   ++stats_.generated_tokens;
@@ -461,7 +475,7 @@ bool EngineCore::emit_token(Sequence& s, int32_t token, const float* logits_row,
                           stop.stop_token_ids.end();
   if (is_eos || is_stop_id) {
     // The ending token's own text is never shown; text held back for stop strings is released on it.
-    ev.text = s.stop.flush();
+    ev.text = end_text(s);
     update->tokens.push_back(std::move(ev));
     finish(s, FinishReason::kStop, update);
     return false;
@@ -476,7 +490,7 @@ bool EngineCore::emit_token(Sequence& s, int32_t token, const float* logits_row,
     return false;
   }
   if (s.n_generated >= stop.max_tokens) {
-    ev.text += s.stop.flush();
+    ev.text += end_text(s);
     update->tokens.push_back(std::move(ev));
     finish(s, FinishReason::kLength, update);
     return false;

@@ -100,6 +100,7 @@ class EngineCore {
   void postprocess(Sequence& s, const float* logits_rows);
   // Emits one generated token; returns false when the sequence finished on it.
   bool emit_token(Sequence& s, int32_t token, const float* logits_row, GenerationUpdate* update);
+  std::string end_text(Sequence& s);
   void finish(Sequence& s, FinishReason reason, GenerationUpdate* update, Status error = Status::ok());
   void release_state(Sequence& s, bool donate);
   void lookup_prefix(Sequence& s);

@@ -419,6 +419,9 @@ TEST(RuntimeEngineCore, ValidationAndLogprobs) {
   r.sampling.top_p = 0.0f;
   EXPECT_EQ(core.validate(r).rule(), "request.bad_sampling");
   r.sampling.top_p = 1.0f;
+  r.stop.stop_strings = {"end"};  // no detokenizer: said explicitly, never silently ignored
+  EXPECT_EQ(core.validate(r).rule(), "request.stop_strings_need_tokenizer");
+  r.stop.stop_strings.clear();
   EngineCoreOptions tiny = small_batches();
   tiny.pool_blocks = 4;
   EngineCore small(&runner, nullptr, tiny);

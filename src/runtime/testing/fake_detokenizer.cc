@@ -22,6 +22,12 @@ class TableStream : public DetokenizerStream {
     buf_.erase(0, complete);
     return out;
   }
+  // The raw held bytes, so a test oracle can compare with the plain concatenation of pieces.
+  std::string flush() override {
+    std::string out;
+    out.swap(buf_);
+    return out;
+  }
 
  private:
   const FakeDetokenizer* d_;

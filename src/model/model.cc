@@ -2,6 +2,8 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <string>
 
 #include "io/safetensors.h"
@@ -28,6 +30,26 @@ std::vector<int64_t> logit_rows(std::span<const BatchToken> batch, int64_t* n_ou
   return r;
 }
 
+// Runs fn(s) for every non-empty group, spread over up to max_threads threads.
+template <typename Fn>
+void parallel_for_sequences(const std::vector<std::vector<int64_t>>& groups, int max_threads, Fn&& fn) {
+  std::vector<size_t> todo;
+  for (size_t s = 0; s < groups.size(); ++s)
+    if (!groups[s].empty()) todo.push_back(s);
+  const size_t n_threads = std::min<size_t>(todo.size(), static_cast<size_t>(std::max(1, max_threads)));
+  if (n_threads <= 1) {
+    for (size_t s : todo) fn(s);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < n_threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < todo.size(); i = next++) fn(todo[i]);
+    });
+  for (auto& th : pool) th.join();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir) {
@@ -37,6 +59,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir) {
   auto m = std::unique_ptr<Model>(new Model());
   m->ctx_ = v4::ModelContext::make(cfg);
   m->weights_ = std::move(w);
+  m->n_threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return m;
 }
 
@@ -84,7 +107,7 @@ Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceStat
 }
 
 Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
-                      std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) {
+                      std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) const {
   DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false));
   const ModelConfig& c = ctx_.cfg;
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
@@ -98,9 +121,10 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
     if (n_used > 1) return invalid_argument("model.trace_batch", "a traced forward takes a single sequence");
     trace->layers.assign(static_cast<size_t>(c.n_layers), {});
   }
-  for (size_t s = 0; s < groups.size(); ++s) {
+  // Sequences never interact, so they run on separate threads; each row's arithmetic is the same
+  // whatever the thread count.
+  auto run_one = [&](size_t s) {
     const auto& rows = groups[s];
-    if (rows.empty()) continue;
     SequenceState& st = *states_by_seq[s];
     const auto n = static_cast<int64_t>(rows.size());
     const int64_t start = st.n_tokens();
@@ -123,13 +147,14 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
         v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, H.data() + i * hc * d, 1,
                         logits->data() + out_row[r] * V);
     }
-  }
+  };
+  parallel_for_sequences(groups, n_threads_, run_one);
   return Status::ok();
 }
 
 Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
                           std::span<SequenceState* const> states_by_seq, std::vector<float>* logits,
-                          ForwardCapture* capture) {
+                          ForwardCapture* capture) const {
   const ModelConfig& c = ctx_.cfg;
   if (weights_->mtp.empty()) return unimplemented("model.no_mtp", "this checkpoint has no MTP module");
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;

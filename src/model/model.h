@@ -52,10 +52,14 @@ class Model {
 
   std::unique_ptr<SequenceState> new_sequence() const;
 
-  // Runs the batch; logits (if not null) receives [n_want_logits, vocab] in batch order. On error nothing
+  // Threads one forward may use to run different sequences of a batch concurrently (default: the
+  // hardware's). Results do not depend on it.
+  void set_threads(int n) { n_threads_ = n < 1 ? 1 : n; }
+
+  // Runs the batch (const: the model is immutable after load; one call per state at a time); logits (if not null) receives [n_want_logits, vocab] in batch order. On error nothing
   // has changed: every check happens before any state is touched.
   Status forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
-                 std::vector<float>* logits, ForwardCapture* capture = nullptr, ForwardTrace* trace = nullptr);
+                 std::vector<float>* logits, ForwardCapture* capture = nullptr, ForwardTrace* trace = nullptr) const;
 
   // MTP (spec §2.11): batch[i].pos = i (the main position whose final streams are given), batch[i].token =
   // the token at i+1; final_streams [n_batch, hc_mult, dim]. logits: [n_want_logits, vocab], predicting
@@ -64,13 +68,14 @@ class Model {
   // hc_head), which a multi-step drafter feeds back as the next step's hidden input.
   Status forward_mtp(std::span<const BatchToken> batch, std::span<const float> final_streams,
                      std::span<SequenceState* const> states_by_seq, std::vector<float>* logits,
-                     ForwardCapture* capture = nullptr);
+                     ForwardCapture* capture = nullptr) const;
 
  private:
   Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
 
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
+  int n_threads_ = 1;
 };
 
 }  // namespace dsv4

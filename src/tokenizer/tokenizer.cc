@@ -1,0 +1,340 @@
+// tokenizer: encode (added tokens → Split regexes → ByteLevel → ranked BPE) and decode, following
+// Hugging Face tokenizers' semantics for byte-level BPE files (see tokenizer.h).
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "tokenizer/tokenizer_model.h"
+#include "tokenizer/utf8.h"
+
+namespace dsv4 {
+namespace tok {
+namespace {
+
+// Per-call PCRE2 state: match data and (only if a pattern ever needs it) a larger JIT stack.
+class MatchScratch {
+ public:
+  MatchScratch() : md_(pcre2_match_data_create(1, nullptr)) {}
+  ~MatchScratch() {
+    pcre2_match_data_free(md_);
+    if (mctx_) pcre2_match_context_free(mctx_);
+    if (stack_) pcre2_jit_stack_free(stack_);
+  }
+  MatchScratch(const MatchScratch&) = delete;
+  MatchScratch& operator=(const MatchScratch&) = delete;
+
+  // Finds the next match of `re` in `subject` at or after `start`; false when there is none.
+  bool find(const Regex& re, std::string_view subject, size_t start, size_t& m_begin, size_t& m_end) {
+    int rc = match(re, subject, start);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT && stack_ == nullptr) {
+      stack_ = pcre2_jit_stack_create(64 * 1024, 64 * 1024 * 1024, nullptr);
+      mctx_ = pcre2_match_context_create(nullptr);
+      pcre2_jit_stack_assign(mctx_, nullptr, stack_);
+      rc = match(re, subject, start);
+    }
+    // Other errors (match limits) cannot come from this family's linear patterns; the rest of the
+    // piece is then left unsplit rather than dropped.
+    if (rc < 0) return false;
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md_);
+    m_begin = ov[0];
+    m_end = ov[1];
+    return true;
+  }
+
+ private:
+  int match(const Regex& re, std::string_view subject, size_t start) {
+    // Subjects were made valid UTF-8 by encode(), so PCRE2's own check is skipped.
+    return pcre2_match(re.get(), reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start,
+                       PCRE2_NO_UTF_CHECK, md_, mctx_);
+  }
+  pcre2_match_data* md_;
+  pcre2_match_context* mctx_ = nullptr;
+  pcre2_jit_stack* stack_ = nullptr;
+};
+
+struct Segment {
+  size_t begin, end;
+  bool is_match;
+};
+
+// HF NormalizedString::split on one piece: the regex's matches and the gaps between them, then
+// the delimiter behaviour. Empty pieces are dropped, as HF does.
+void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& scratch, std::vector<std::string_view>& out) {
+  std::vector<Segment> segs;
+  size_t prev = 0, pos = 0;
+  while (pos <= piece.size()) {
+    size_t mb, me;
+    if (!scratch.find(step.regex, piece, pos, mb, me)) break;
+    if (mb != prev) segs.push_back({prev, mb, false});
+    segs.push_back({mb, me, true});
+    prev = me;
+    if (me == mb) {
+      // Empty match: step over one character so the scan advances.
+      if (me >= piece.size()) break;
+      pos = me + next_utf8_unit(piece, me).len;
+    } else {
+      pos = me;
+    }
+  }
+  if (prev != piece.size()) segs.push_back({prev, piece.size(), false});
+  if (step.invert)
+    for (auto& s : segs) s.is_match = !s.is_match;
+
+  auto emit = [&](size_t b, size_t e) {
+    if (e > b) out.push_back(piece.substr(b, e - b));
+  };
+  switch (step.behavior) {
+    case SplitBehavior::kIsolated:
+      for (const auto& s : segs) emit(s.begin, s.end);
+      break;
+    case SplitBehavior::kRemoved:
+      for (const auto& s : segs)
+        if (!s.is_match) emit(s.begin, s.end);
+      break;
+    case SplitBehavior::kMergedWithPrevious: {
+      // A delimiter joins the piece before it.
+      size_t start = 0;
+      bool open = false;
+      for (const auto& s : segs) {
+        if (s.is_match) {
+          emit(open ? start : s.begin, s.end);
+          open = false;
+        } else {
+          if (open) emit(start, s.begin);
+          start = s.begin;
+          open = true;
+        }
+      }
+      if (open) emit(start, piece.size());
+      break;
+    }
+    case SplitBehavior::kMergedWithNext: {
+      // A delimiter joins the piece after it.
+      size_t start = 0;
+      bool pending = false;
+      for (const auto& s : segs) {
+        if (s.is_match) {
+          if (pending) emit(start, s.begin);
+          start = s.begin;
+          pending = true;
+        } else {
+          emit(pending ? start : s.begin, s.end);
+          pending = false;
+        }
+      }
+      if (pending) emit(start, piece.size());
+      break;
+    }
+    case SplitBehavior::kContiguous: {
+      // Runs of adjacent delimiters become one piece.
+      size_t i = 0;
+      while (i < segs.size()) {
+        size_t j = i;
+        if (segs[i].is_match)
+          while (j + 1 < segs.size() && segs[j + 1].is_match) ++j;
+        emit(segs[i].begin, segs[j].end);
+        i = j + 1;
+      }
+      break;
+    }
+  }
+}
+
+// Ranked BPE over one pre-token's bytes (HF's BPE::merge_word): repeatedly merge the adjacent pair
+// with the lowest merge rank, leftmost first, using a heap of candidate pairs and a linked list of
+// symbols, so a long word costs O(n log n) rather than O(n^2).
+void bpe_merge(const TokenizerModel& m, std::string_view word, std::vector<int32_t>& out) {
+  struct Sym {
+    int32_t id;
+    int32_t prev, next;
+    bool alive;
+  };
+  struct Cand {
+    int32_t rank, pos, new_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  const auto n = static_cast<int32_t>(word.size());
+  std::vector<Sym> syms(n);
+  for (int32_t i = 0; i < n; ++i)
+    syms[i] = {m.byte_to_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  auto lookup = [&](int32_t a, int32_t b) -> const MergeInfo* {
+    const auto it = m.merges.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
+    return it == m.merges.end() ? nullptr : &it->second;
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> heap;
+  for (int32_t i = 0; i + 1 < n; ++i)
+    if (const MergeInfo* mi = lookup(syms[i].id, syms[i + 1].id)) heap.push({mi->rank, i, mi->new_id});
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    Sym& left = syms[c.pos];
+    if (!left.alive || left.next < 0) continue;
+    Sym& right = syms[left.next];
+    // A stale candidate: one side has merged since it was pushed.
+    const MergeInfo* mi = lookup(left.id, right.id);
+    if (mi == nullptr || mi->new_id != c.new_id || mi->rank != c.rank) continue;
+    left.id = c.new_id;
+    right.alive = false;
+    left.next = right.next;
+    if (left.next >= 0) syms[left.next].prev = c.pos;
+    if (left.prev >= 0)
+      if (const MergeInfo* p = lookup(syms[left.prev].id, left.id)) heap.push({p->rank, left.prev, p->new_id});
+    if (left.next >= 0)
+      if (const MergeInfo* p = lookup(left.id, syms[left.next].id)) heap.push({p->rank, c.pos, p->new_id});
+  }
+  for (int32_t i = 0; i >= 0 && i < n; i = syms[i].next) out.push_back(syms[i].id);
+}
+
+void bpe_word(const TokenizerModel& m, std::string_view word, std::vector<int32_t>& out) {
+  if (word.size() == 1) {
+    out.push_back(m.byte_to_id[static_cast<unsigned char>(word[0])]);
+    return;
+  }
+  if (m.ignore_merges) {
+    const auto it = m.bytes_to_id.find(word);
+    if (it != m.bytes_to_id.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= TokenizerModel::kCacheMaxWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    const auto it = m.cache.find(word);
+    if (it != m.cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  const size_t start = out.size();
+  bpe_merge(m, word, out);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    if (m.cache.size() >= TokenizerModel::kCacheMaxEntries) m.cache.clear();
+    m.cache.emplace(std::string(word), std::vector<int32_t>(out.begin() + start, out.end()));
+  }
+}
+
+// Pre-tokenizer + BPE for text that holds no added token.
+void encode_plain(const TokenizerModel& m, std::string_view text, MatchScratch& scratch, std::vector<int32_t>& out) {
+  if (text.empty()) return;
+  std::vector<std::string_view> pieces{text}, next;
+  for (const SplitStep& step : m.splits) {
+    next.clear();
+    for (const std::string_view p : pieces) split_piece(p, step, scratch, next);
+    pieces.swap(next);
+  }
+  // ByteLevel: the optional prefix space (per piece, as HF) and GPT-2 split, then bytes → BPE.
+  std::vector<std::string> owned;
+  if (m.byte_level_add_prefix_space) {
+    owned.reserve(pieces.size());
+    for (auto& p : pieces) {
+      if (!p.empty() && p[0] != ' ') {
+        owned.push_back(" " + std::string(p));
+        p = owned.back();
+      }
+    }
+  }
+  if (m.byte_level_use_regex) {
+    next.clear();
+    for (const std::string_view p : pieces) {
+      size_t pos = 0, mb, me, prev = 0;
+      while (pos < p.size() && scratch.find(m.gpt2_regex, p, pos, mb, me)) {
+        if (mb != prev) next.push_back(p.substr(prev, mb - prev));
+        if (me > mb) next.push_back(p.substr(mb, me - mb));
+        prev = me;
+        pos = me > mb ? me : me + next_utf8_unit(p, me).len;
+      }
+      if (prev < p.size()) next.push_back(p.substr(prev));
+    }
+    pieces.swap(next);
+  }
+  for (const std::string_view p : pieces) bpe_word(m, p, out);
+}
+
+// Splits `text` on the tokens of `trie` (leftmost-longest) and hands the gaps to `on_text`.
+template <typename OnText>
+void split_added(const TokenTrie& trie, std::string_view text, std::vector<int32_t>& out, OnText&& on_text) {
+  size_t gap = 0, i = 0;
+  while (i < text.size()) {
+    if (!trie.may_start(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    const auto [len, id] = trie.longest_prefix(text.substr(i));
+    if (id < 0) {
+      ++i;
+      continue;
+    }
+    on_text(text.substr(gap, i - gap));
+    out.push_back(id);
+    i += len;
+    gap = i;
+  }
+  on_text(text.substr(gap));
+}
+
+}  // namespace
+}  // namespace tok
+
+Tokenizer::Tokenizer(std::unique_ptr<tok::TokenizerModel> m) : m_(std::move(m)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  std::string repaired;
+  if (!tok::is_valid_utf8(text)) {
+    repaired = tok::utf8_lossy(text);
+    text = repaired;
+  }
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 4);
+  tok::MatchScratch scratch;
+  const tok::TokenizerModel& m = *m_;
+  auto plain = [&](std::string_view t) { tok::encode_plain(m, t, scratch, out); };
+  if (!allow_special) {
+    plain(text);
+  } else {
+    tok::split_added(m.added_raw, text, out, [&](std::string_view gap) {
+      if (m.added_normalized.empty()) return plain(gap);
+      tok::split_added(m.added_normalized, gap, out, plain);
+    });
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string bytes;
+  for (const int32_t id : ids) bytes.append(token_bytes(id));
+  if (tok::is_valid_utf8(bytes)) return bytes;
+  return tok::utf8_lossy(bytes);
+}
+
+int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(m_->id_to_text.size()); }
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
+  const auto it = m_->text_to_id.find(token);
+  if (it == m_->text_to_id.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string_view Tokenizer::token_text(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= m_->id_to_text.size()) return {};
+  return m_->id_to_text[id];
+}
+
+std::string_view Tokenizer::token_bytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= m_->id_to_bytes.size()) return {};
+  return m_->id_to_bytes[id];
+}
+
+bool Tokenizer::is_added_token(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < m_->id_flags.size() && (m_->id_flags[id] & tok::TokenizerModel::kAdded);
+}
+bool Tokenizer::is_special_token(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < m_->id_flags.size() && (m_->id_flags[id] & tok::TokenizerModel::kSpecial);
+}
+
+}  // namespace dsv4

@@ -116,8 +116,8 @@ class Loader {
   Status compile(const std::string& pattern, bool literal, const std::string& where, Regex& out) const {
     int err = 0;
     PCRE2_SIZE err_off = 0;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP;
-    if (literal) opts |= PCRE2_LITERAL;
+    // PCRE2_LITERAL allows only a few companion options (UCP is not one of them, nor needed).
+    const uint32_t opts = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
     if (!is_valid_utf8(pattern)) return bad("bad_regex", where + ": pattern is not valid UTF-8");
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts, &err, &err_off, nullptr);
     if (code == nullptr) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 
 #include "tokenizer/py_json.h"
 
@@ -19,6 +20,7 @@ constexpr std::string_view kInvokeClose = "</｜DSML｜invoke>";
 constexpr std::string_view kParamOpen = "<｜DSML｜parameter name=\"";
 constexpr std::string_view kParamClose = "</｜DSML｜parameter>";
 constexpr std::string_view kHeaderEnd = "\">";
+constexpr std::string_view kDsml = "｜DSML｜";
 constexpr size_t kMaxHeaderBytes = 4096;  // a name or key longer than this is not DSML
 
 bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
@@ -159,9 +161,11 @@ bool StreamingOutputParser::step(bool at_end, Delta& d) {
 
 bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   // REASONING: </think> ends it, a tool block may start before it, a repeated <think> is dropped.
-  // CONTENT: a stray </think> is dropped.
-  static constexpr std::array<std::string_view, 4> kReasoningMarkers{kThinkEnd, kToolCallsOpen, kEos, kThinkStart};
-  static constexpr std::array<std::string_view, 3> kContentMarkers{kToolCallsOpen, kEos, kThinkEnd};
+  // CONTENT: a stray </think> is dropped. Both: an invoke without its tool_calls wrapper still
+  // starts a call, and any other DSML tag (a stray close tag, a bare ｜DSML｜) is removed, so no
+  // DSML ever reaches the client as text (spec §4).
+  static constexpr std::array<std::string_view, 6> kReasoningMarkers{kThinkEnd, kToolCallsOpen, kEos, kThinkStart, kInvokeOpen, kDsml};
+  static constexpr std::array<std::string_view, 5> kContentMarkers{kToolCallsOpen, kEos, kThinkEnd, kInvokeOpen, kDsml};
   const auto [pos, which] = reasoning ? find_marker(buf_, kReasoningMarkers) : find_marker(buf_, kContentMarkers);
   if (which < 0) {
     if (at_end) return false;  // finish() flushes the rest as text
@@ -170,19 +174,35 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
     buf_.erase(0, buf_.size() - hold);
     return false;
   }
-  emit_text(reasoning, std::string_view(buf_).substr(0, pos), d);
   const std::string_view marker = reasoning ? kReasoningMarkers[which] : kContentMarkers[which];
-  buf_.erase(0, pos + marker.size());
+  size_t text_end = pos, consumed = pos + marker.size();
+  if (marker == kDsml) {
+    // A stray tag: drop "<" or "</" before the marker and a tag name (and ">") after it.
+    if (text_end >= 2 && buf_.compare(text_end - 2, 2, "</") == 0) text_end -= 2;
+    else if (text_end >= 1 && buf_[text_end - 1] == '<') text_end -= 1;
+    size_t k = consumed;
+    while (k < buf_.size() && (std::isalnum(static_cast<unsigned char>(buf_[k])) || buf_[k] == '_')) ++k;
+    if (k == buf_.size() && !at_end) {
+      // The tag name may continue: emit the text before it and wait.
+      emit_text(reasoning, std::string_view(buf_).substr(0, text_end), d);
+      buf_.erase(0, text_end);
+      return text_end > 0;
+    }
+    if (k < buf_.size() && buf_[k] == '>') ++k;
+    consumed = k;
+  }
+  emit_text(reasoning, std::string_view(buf_).substr(0, text_end), d);
+  buf_.erase(0, consumed);
   if (marker == kThinkEnd) {
     if (reasoning) {
       flush_ws(true, d);  // whitespace before </think> is part of the reasoning
       reasoning_closed_ = true;
       state_ = State::kContent;
     }
-  } else if (marker == kToolCallsOpen) {
+  } else if (marker == kToolCallsOpen || marker == kInvokeOpen) {
     ws_.clear();  // the "\n\n" before the block is not content
     if (reasoning) reasoning_closed_ = true;
-    state_ = State::kToolBlock;
+    state_ = marker == kInvokeOpen ? State::kInvokeName : State::kToolBlock;
   } else if (marker == kEos) {
     flush_ws(reasoning, d);
     state_ = State::kDone;
@@ -301,8 +321,10 @@ bool StreamingOutputParser::step_param_header(Delta& d) {
   return true;
 }
 
+// A value ends at its close tag; another parameter, the invoke close or the block close also end it
+// (the model forgot </｜DSML｜parameter>), so DSML structure never lands inside an argument.
 bool StreamingOutputParser::step_param_string(Delta& d) {
-  static constexpr std::array<std::string_view, 2> kMarkers{kParamClose, kEos};
+  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose, kToolCallsClose};
   const auto [pos, which] = find_marker(buf_, kMarkers);
   std::string frag;
   if (which < 0) {
@@ -313,21 +335,22 @@ bool StreamingOutputParser::step_param_string(Delta& d) {
     return false;
   }
   tok::py_json_escape_append(std::string_view(buf_).substr(0, pos), frag);
-  if (which == 0) {
+  if (which == 1) {
+    state_ = State::kDone;
+    buf_.clear();
+  } else {
     frag += "\"";
     ++n_params_;
     state_ = State::kArgs;
-    buf_.erase(0, pos + kMarkers[0].size());
-  } else {
-    state_ = State::kDone;
-    buf_.clear();
+    // The close tag is consumed; an implicit close leaves the next tag for kArgs.
+    buf_.erase(0, which == 0 ? pos + kMarkers[0].size() : pos);
   }
   if (!frag.empty()) emit_args(frag, d);
   return true;
 }
 
 bool StreamingOutputParser::step_param_json(Delta& d) {
-  static constexpr std::array<std::string_view, 2> kMarkers{kParamClose, kEos};
+  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose, kToolCallsClose};
   const auto [pos, which] = find_marker(buf_, kMarkers);
   if (which < 0) return false;  // a non-string value is only checked once complete
   if (which == 1) {
@@ -342,7 +365,7 @@ bool StreamingOutputParser::step_param_json(Delta& d) {
   else frag += tok::py_json_quote(value);
   emit_args(frag, d);
   ++n_params_;
-  buf_.erase(0, pos + kMarkers[0].size());
+  buf_.erase(0, which == 0 ? pos + kMarkers[0].size() : pos);
   state_ = State::kArgs;
   return true;
 }

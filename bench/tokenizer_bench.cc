@@ -35,7 +35,8 @@ std::string read_file(const fs::path& p) {
 }
 
 const std::string& corpus() {
-  static const std::string c = read_file(fs::path(__FILE__).parent_path().parent_path() / "tests" / "data" / "tokenizer_corpus.txt");
+  static const std::string c =
+      read_file(fs::path(__FILE__).parent_path().parent_path() / "tests" / "data" / "tokenizer_corpus.txt");
   return c;
 }
 
@@ -58,17 +59,22 @@ void encode_case(benchmark::State& state, const std::string& text) {
   state.counters["bytes/token"] = static_cast<double>(text.size()) / static_cast<double>(n_tokens ? n_tokens : 1);
 }
 
-void BM_tokenizer_encode_corpus(benchmark::State& state) { encode_case(state, corpus()); }
+void BM_tokenizer_encode_corpus(benchmark::State& state) {
+  encode_case(state, corpus());
+}
 
 void BM_tokenizer_encode_english(benchmark::State& state) {
-  static const std::string text = repeat_to(read_file("/usr/share/common-licenses/GPL-3") +
-      "The quick brown fox jumps over the lazy dog. Tokenizers split text into pieces before merging bytes.\n", 1 << 20);
+  static const std::string text = repeat_to(
+      read_file("/usr/share/common-licenses/GPL-3") +
+          "The quick brown fox jumps over the lazy dog. Tokenizers split text into pieces before merging bytes.\n",
+      1 << 20);
   encode_case(state, text);
 }
 
 void BM_tokenizer_encode_cjk(benchmark::State& state) {
   static const std::string text = repeat_to(
-      "深度学习模型的推理速度取决于内存带宽和计算能力。吾輩は猫である。名前はまだ無い。안녕하세요, 반갑습니다. ", 1 << 20);
+      "深度学习模型的推理速度取决于内存带宽和计算能力。吾輩は猫である。名前はまだ無い。안녕하세요, 반갑습니다. ",
+      1 << 20);
   encode_case(state, text);
 }
 

@@ -13,13 +13,15 @@ using namespace chat_tokens;
 using tok::JsonValue;
 
 constexpr std::string_view kToolsBlockHead =
-    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing a "
+    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing "
+    "a "
     "\"<｜DSML｜tool_calls>\" block like the following:\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"$TOOL_NAME\">\n"
     "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n...\n"
     "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"$TOOL_NAME2\">\n...\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n\n"
     "String parameters should be specified as is and set `string=\"true\"`. For all other types (numbers, booleans, "
     "arrays, objects), pass the value in JSON format and set `string=\"false\"`.\n\nIf thinking_mode is enabled "
-    "(triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls or "
+    "(triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls "
+    "or "
     "final response.\n\nOtherwise, output directly after </think> with tool calls or final response.\n\n"
     "### Available Tool Schemas\n\n";
 constexpr std::string_view kToolsBlockTail =
@@ -46,12 +48,12 @@ struct Block {
 
 struct Turn {
   TurnKind kind;
-  std::string content;                    // system / assistant
-  std::vector<Block> blocks;              // user: merged user texts and tool results
-  std::optional<std::string> reasoning;   // assistant
-  std::vector<ToolCall> tool_calls;       // assistant
-  bool has_tools = false;                 // system
-  bool has_response_format = false;       // system
+  std::string content;                   // system / assistant
+  std::vector<Block> blocks;             // user: merged user texts and tool results
+  std::optional<std::string> reasoning;  // assistant
+  std::vector<ToolCall> tool_calls;      // assistant
+  bool has_tools = false;                // system
+  bool has_response_format = false;      // system
 };
 
 Result<std::string> py_dump_json_text(std::string_view text, const std::string& what) {
@@ -66,7 +68,8 @@ Result<std::string> tool_schema(const ToolDefinition& t) {
   std::string out = "{\"name\": " + tok::py_json_quote(t.name);
   if (!t.description.empty()) out += ", \"description\": " + tok::py_json_quote(t.description);
   if (!t.parameters_json.empty()) {
-    DSV4_ASSIGN_OR_RETURN(const std::string params, py_dump_json_text(t.parameters_json, "tool " + t.name + " parameters"));
+    DSV4_ASSIGN_OR_RETURN(const std::string params,
+                          py_dump_json_text(t.parameters_json, "tool " + t.name + " parameters"));
     out += ", \"parameters\": " + params;
   }
   out += "}";
@@ -89,8 +92,10 @@ std::string render_invoke(const ToolCall& call) {
     auto args = tok::parse_json(call.arguments);
     if (args.is_ok() && args->is_object()) {
       for (const auto& [k, v] : args->fields) {
-        if (v.is_string()) param(k, true, v.string);
-        else param(k, false, tok::py_json_dumps(v));
+        if (v.is_string())
+          param(k, true, v.string);
+        else
+          param(k, false, tok::py_json_dumps(v));
       }
     } else {
       // The reference's fallback for arguments that are not a JSON object: one raw string param.
@@ -145,16 +150,20 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span
   std::string_view effort_prefix;
   if (options.reasoning_effort) {
     const std::string& e = *options.reasoning_effort;
-    if (e == "none") thinking = false;
-    else if (e == "max") effort_prefix = kEffortMax;
+    if (e == "none")
+      thinking = false;
+    else if (e == "max")
+      effort_prefix = kEffortMax;
     else if (e != "minimal" && e != "low" && e != "medium" && e != "high" && e != "xhigh")
-      return invalid_argument("chat.bad_reasoning_effort", "reasoning_effort \"" + e + "\" is not one of none, minimal, low, medium, high, xhigh, max");
+      return invalid_argument(
+          "chat.bad_reasoning_effort",
+          "reasoning_effort \"" + e + "\" is not one of none, minimal, low, medium, high, xhigh, max");
   }
   if (!thinking) effort_prefix = {};
 
   // 1. Turns: roles checked, developer → system, user and tool messages merged (spec §2.2 step 1).
   std::vector<Turn> turns;
-  const std::vector<ToolCall>* last_calls = nullptr;  // the assistant tool_calls a tool run answers
+  const std::vector<ToolCall>* last_calls = nullptr;     // the assistant tool_calls a tool run answers
   std::vector<const std::vector<ToolCall>*> turn_calls;  // per user turn: the calls its results answer
   for (const ChatMessage& msg : messages) {
     const std::string content = msg.content.value_or("");
@@ -180,7 +189,8 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span
       turn_calls.push_back(nullptr);
       last_calls = &msg.tool_calls;  // `messages` outlives this function; `turns` may reallocate
     } else {
-      return invalid_argument("chat.unknown_role", "message role \"" + msg.role + "\" is not system, user, assistant, tool or developer");
+      return invalid_argument("chat.unknown_role",
+                              "message role \"" + msg.role + "\" is not system, user, assistant, tool or developer");
     }
   }
   for (size_t i = 0; i < turns.size(); ++i)
@@ -226,7 +236,8 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span
           if (options.response_format_json.empty()) {
             out += "{\"type\": \"json_object\"}";
           } else {
-            DSV4_ASSIGN_OR_RETURN(const std::string rf, py_dump_json_text(options.response_format_json, "response_format"));
+            DSV4_ASSIGN_OR_RETURN(const std::string rf,
+                                  py_dump_json_text(options.response_format_json, "response_format"));
             out += rf;
           }
         }

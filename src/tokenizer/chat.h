@@ -19,7 +19,7 @@ struct ToolCall {
 };
 
 struct ChatMessage {
-  std::string role;  // system | user | assistant | tool | developer (OpenAI's; rendered as system)
+  std::string role;                    // system | user | assistant | tool | developer (OpenAI's; rendered as system)
   std::optional<std::string> content;  // content-part arrays already joined by the caller; null → ""
   std::optional<std::string> reasoning_content;
   std::vector<ToolCall> tool_calls;

@@ -8,7 +8,9 @@ namespace {
 
 using tok::JsonValue;
 
-Status bad(const std::string& what) { return invalid_argument("chat.bad_request", what); }
+Status bad(const std::string& what) {
+  return invalid_argument("chat.bad_request", what);
+}
 
 Result<std::optional<std::string>> text_content(const JsonValue* v, const std::string& where) {
   if (v == nullptr || v->kind == JsonValue::Kind::kNull) return std::optional<std::string>();

@@ -23,7 +23,9 @@ constexpr std::string_view kHeaderEnd = "\">";
 constexpr std::string_view kDsml = "｜DSML｜";
 constexpr size_t kMaxHeaderBytes = 4096;  // a name or key longer than this is not DSML
 
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
 
 // Earliest occurrence of any marker: {position, marker index}, or {npos, -1}.
 template <size_t N>
@@ -129,7 +131,9 @@ void StreamingOutputParser::emit_text(bool reasoning, std::string_view text, Del
   ws_.assign(text.substr(end));
 }
 
-void StreamingOutputParser::emit_args(std::string_view fragment, Delta& d) { delta_args(d, n_calls_ - 1, fragment); }
+void StreamingOutputParser::emit_args(std::string_view fragment, Delta& d) {
+  delta_args(d, n_calls_ - 1, fragment);
+}
 
 void StreamingOutputParser::close_invoke(Delta& d) {
   emit_args(n_params_ == 0 ? "{}" : "}", d);
@@ -145,16 +149,27 @@ void StreamingOutputParser::drop_junk() {
 bool StreamingOutputParser::step(bool at_end, Delta& d) {
   if (buf_.empty()) return false;
   switch (state_) {
-    case State::kReasoning: return step_text(true, at_end, d);
-    case State::kContent: return step_text(false, at_end, d);
-    case State::kToolBlock: return step_tool_block(at_end);
-    case State::kInvokeName: return step_invoke_name(d);
-    case State::kArgs: return step_args(at_end, d);
-    case State::kParamHeader: return step_param_header(d);
-    case State::kParamString: return step_param_string(d);
-    case State::kParamJson: return step_param_json(d);
-    case State::kJsonBody: return step_json_body(d);
-    case State::kDone: buf_.clear(); return false;
+    case State::kReasoning:
+      return step_text(true, at_end, d);
+    case State::kContent:
+      return step_text(false, at_end, d);
+    case State::kToolBlock:
+      return step_tool_block(at_end);
+    case State::kInvokeName:
+      return step_invoke_name(d);
+    case State::kArgs:
+      return step_args(at_end, d);
+    case State::kParamHeader:
+      return step_param_header(d);
+    case State::kParamString:
+      return step_param_string(d);
+    case State::kParamJson:
+      return step_param_json(d);
+    case State::kJsonBody:
+      return step_json_body(d);
+    case State::kDone:
+      buf_.clear();
+      return false;
   }
   return false;
 }
@@ -164,7 +179,8 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   // CONTENT: a stray </think> is dropped. Both: an invoke without its tool_calls wrapper still
   // starts a call, and any other DSML tag (a stray close tag, a bare ｜DSML｜) is removed, so no
   // DSML ever reaches the client as text (spec §4).
-  static constexpr std::array<std::string_view, 6> kReasoningMarkers{kThinkEnd, kToolCallsOpen, kEos, kThinkStart, kInvokeOpen, kDsml};
+  static constexpr std::array<std::string_view, 6> kReasoningMarkers{kThinkEnd,   kToolCallsOpen, kEos,
+                                                                     kThinkStart, kInvokeOpen,    kDsml};
   static constexpr std::array<std::string_view, 5> kContentMarkers{kToolCallsOpen, kEos, kThinkEnd, kInvokeOpen, kDsml};
   const auto [pos, which] = reasoning ? find_marker(buf_, kReasoningMarkers) : find_marker(buf_, kContentMarkers);
   if (which < 0) {
@@ -178,8 +194,10 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   size_t text_end = pos, consumed = pos + marker.size();
   if (marker == kDsml) {
     // A stray tag: drop "<" or "</" before the marker and a tag name (and ">") after it.
-    if (text_end >= 2 && buf_.compare(text_end - 2, 2, "</") == 0) text_end -= 2;
-    else if (text_end >= 1 && buf_[text_end - 1] == '<') text_end -= 1;
+    if (text_end >= 2 && buf_.compare(text_end - 2, 2, "</") == 0)
+      text_end -= 2;
+    else if (text_end >= 1 && buf_[text_end - 1] == '<')
+      text_end -= 1;
     size_t k = consumed;
     while (k < buf_.size() && (std::isalnum(static_cast<unsigned char>(buf_[k])) || buf_[k] == '_')) ++k;
     if (k == buf_.size() && !at_end) {
@@ -324,7 +342,8 @@ bool StreamingOutputParser::step_param_header(Delta& d) {
 // A value ends at its close tag; another parameter, the invoke close or the block close also end it
 // (the model forgot </｜DSML｜parameter>), so DSML structure never lands inside an argument.
 bool StreamingOutputParser::step_param_string(Delta& d) {
-  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose, kToolCallsClose};
+  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose,
+                                                            kToolCallsClose};
   const auto [pos, which] = find_marker(buf_, kMarkers);
   std::string frag;
   if (which < 0) {
@@ -350,7 +369,8 @@ bool StreamingOutputParser::step_param_string(Delta& d) {
 }
 
 bool StreamingOutputParser::step_param_json(Delta& d) {
-  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose, kToolCallsClose};
+  static constexpr std::array<std::string_view, 5> kMarkers{kParamClose, kEos, kParamOpen, kInvokeClose,
+                                                            kToolCallsClose};
   const auto [pos, which] = find_marker(buf_, kMarkers);
   if (which < 0) return false;  // a non-string value is only checked once complete
   if (which == 1) {
@@ -361,8 +381,10 @@ bool StreamingOutputParser::step_param_json(Delta& d) {
   const std::string_view value = std::string_view(buf_).substr(0, pos);
   std::string frag = std::move(param_head_);
   // Valid JSON goes in verbatim (spec §3.1); anything else falls back to a JSON string.
-  if (tok::parse_json(value).is_ok()) frag += value;
-  else frag += tok::py_json_quote(value);
+  if (tok::parse_json(value).is_ok())
+    frag += value;
+  else
+    frag += tok::py_json_quote(value);
   emit_args(frag, d);
   ++n_params_;
   buf_.erase(0, which == 0 ? pos + kMarkers[0].size() : pos);
@@ -382,8 +404,10 @@ bool StreamingOutputParser::step_json_body(Delta& d) {
   std::string_view body = std::string_view(buf_).substr(0, pos);
   while (!body.empty() && is_ws(body.back())) body.remove_suffix(1);
   auto parsed = tok::parse_json(body);
-  if (parsed.is_ok() && parsed->is_object()) emit_args(body, d);
-  else emit_args("{\"arguments\": " + tok::py_json_quote(body) + "}", d);
+  if (parsed.is_ok() && parsed->is_object())
+    emit_args(body, d);
+  else
+    emit_args("{\"arguments\": " + tok::py_json_quote(body) + "}", d);
   ++n_completed_;
   n_params_ = 1;
   buf_.erase(0, pos + kMarkers[0].size());

@@ -63,7 +63,18 @@ class StreamingOutputParser {
   bool saw_eos() const { return state_ == State::kDone; }
 
  private:
-  enum class State { kReasoning, kContent, kToolBlock, kInvokeName, kArgs, kParamHeader, kParamString, kParamJson, kJsonBody, kDone };
+  enum class State {
+    kReasoning,
+    kContent,
+    kToolBlock,
+    kInvokeName,
+    kArgs,
+    kParamHeader,
+    kParamString,
+    kParamJson,
+    kJsonBody,
+    kDone
+  };
 
   // One step on buf_: consumes a prefix and returns true, or returns false to wait for more text.
   bool step(bool at_end, Delta& d);

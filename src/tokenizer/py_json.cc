@@ -65,12 +65,35 @@ class Parser {
       v.kind = JsonValue::Kind::kString;
       return parse_string(v.string);
     }
-    if (consume("true")) { v.kind = JsonValue::Kind::kBool; v.boolean = true; return Status::ok(); }
-    if (consume("false")) { v.kind = JsonValue::Kind::kBool; v.boolean = false; return Status::ok(); }
-    if (consume("null")) { v.kind = JsonValue::Kind::kNull; return Status::ok(); }
-    if (consume("NaN")) { v.kind = JsonValue::Kind::kFloat; v.number = std::nan(""); return Status::ok(); }
-    if (consume("Infinity")) { v.kind = JsonValue::Kind::kFloat; v.number = INFINITY; return Status::ok(); }
-    if (consume("-Infinity")) { v.kind = JsonValue::Kind::kFloat; v.number = -INFINITY; return Status::ok(); }
+    if (consume("true")) {
+      v.kind = JsonValue::Kind::kBool;
+      v.boolean = true;
+      return Status::ok();
+    }
+    if (consume("false")) {
+      v.kind = JsonValue::Kind::kBool;
+      v.boolean = false;
+      return Status::ok();
+    }
+    if (consume("null")) {
+      v.kind = JsonValue::Kind::kNull;
+      return Status::ok();
+    }
+    if (consume("NaN")) {
+      v.kind = JsonValue::Kind::kFloat;
+      v.number = std::nan("");
+      return Status::ok();
+    }
+    if (consume("Infinity")) {
+      v.kind = JsonValue::Kind::kFloat;
+      v.number = INFINITY;
+      return Status::ok();
+    }
+    if (consume("-Infinity")) {
+      v.kind = JsonValue::Kind::kFloat;
+      v.number = -INFINITY;
+      return Status::ok();
+    }
     if (c == '-' || (c >= '0' && c <= '9')) return parse_number(v);
     return error("json.unexpected_char", std::string("unexpected character '") + c + "'");
   }
@@ -116,10 +139,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = s_[pos_++];
       out <<= 4;
-      if (c >= '0' && c <= '9') out |= c - '0';
-      else if (c >= 'a' && c <= 'f') out |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') out |= c - 'A' + 10;
-      else return error("json.bad_escape", "bad hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        out |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        out |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        out |= c - 'A' + 10;
+      else
+        return error("json.bad_escape", "bad hex digit in \\u escape");
     }
     return Status::ok();
   }
@@ -129,12 +156,16 @@ class Parser {
     while (true) {
       if (pos_ >= s_.size()) return error("json.unterminated_string", "unterminated string");
       const unsigned char c = static_cast<unsigned char>(s_[pos_]);
-      if (c == '"') { ++pos_; return Status::ok(); }
+      if (c == '"') {
+        ++pos_;
+        return Status::ok();
+      }
       if (c < 0x20) return error("json.control_char", "raw control character in a string");
       if (c != '\\') {
         // Copy a run of plain bytes at once.
         const size_t start = pos_;
-        while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\' && static_cast<unsigned char>(s_[pos_]) >= 0x20) ++pos_;
+        while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\\' && static_cast<unsigned char>(s_[pos_]) >= 0x20)
+          ++pos_;
         out.append(s_.substr(start, pos_ - start));
         continue;
       }
@@ -142,14 +173,30 @@ class Parser {
       if (pos_ >= s_.size()) return error("json.unterminated_string", "unterminated escape");
       const char e = s_[pos_++];
       switch (e) {
-        case '"': out.push_back('"'); break;
-        case '\\': out.push_back('\\'); break;
-        case '/': out.push_back('/'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
+        case '"':
+          out.push_back('"');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '/':
+          out.push_back('/');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
         case 'u': {
           uint32_t cp = 0;
           DSV4_RETURN_IF_ERROR(parse_hex4(cp));
@@ -177,15 +224,24 @@ class Parser {
     v.kind = JsonValue::Kind::kArray;
     ++pos_;
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == ']') { ++pos_; return Status::ok(); }
+    if (pos_ < s_.size() && s_[pos_] == ']') {
+      ++pos_;
+      return Status::ok();
+    }
     while (true) {
       JsonValue item;
       DSV4_RETURN_IF_ERROR(parse_value(item, depth + 1));
       v.items.push_back(std::move(item));
       skip_ws();
       if (pos_ >= s_.size()) return error("json.unexpected_end", "unterminated array");
-      if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == ']') { ++pos_; return Status::ok(); }
+      if (s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (s_[pos_] == ']') {
+        ++pos_;
+        return Status::ok();
+      }
       return error("json.expected_comma", "expected ',' or ']' in an array");
     }
   }
@@ -194,7 +250,10 @@ class Parser {
     v.kind = JsonValue::Kind::kObject;
     ++pos_;
     skip_ws();
-    if (pos_ < s_.size() && s_[pos_] == '}') { ++pos_; return Status::ok(); }
+    if (pos_ < s_.size() && s_[pos_] == '}') {
+      ++pos_;
+      return Status::ok();
+    }
     while (true) {
       skip_ws();
       if (pos_ >= s_.size() || s_[pos_] != '"') return error("json.expected_key", "expected a string key");
@@ -207,13 +266,23 @@ class Parser {
       DSV4_RETURN_IF_ERROR(parse_value(item, depth + 1));
       bool replaced = false;
       for (auto& [k, existing] : v.fields) {
-        if (k == key) { existing = std::move(item); replaced = true; break; }
+        if (k == key) {
+          existing = std::move(item);
+          replaced = true;
+          break;
+        }
       }
       if (!replaced) v.fields.emplace_back(std::move(key), std::move(item));
       skip_ws();
       if (pos_ >= s_.size()) return error("json.unexpected_end", "unterminated object");
-      if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == '}') { ++pos_; return Status::ok(); }
+      if (s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (s_[pos_] == '}') {
+        ++pos_;
+        return Status::ok();
+      }
       return error("json.expected_comma", "expected ',' or '}' in an object");
     }
   }
@@ -224,10 +293,18 @@ class Parser {
 
 void dump(const JsonValue& v, std::string& out) {
   switch (v.kind) {
-    case JsonValue::Kind::kNull: out += "null"; break;
-    case JsonValue::Kind::kBool: out += v.boolean ? "true" : "false"; break;
-    case JsonValue::Kind::kInt: out += v.int_digits; break;
-    case JsonValue::Kind::kFloat: out += py_float_repr(v.number); break;
+    case JsonValue::Kind::kNull:
+      out += "null";
+      break;
+    case JsonValue::Kind::kBool:
+      out += v.boolean ? "true" : "false";
+      break;
+    case JsonValue::Kind::kInt:
+      out += v.int_digits;
+      break;
+    case JsonValue::Kind::kFloat:
+      out += py_float_repr(v.number);
+      break;
     case JsonValue::Kind::kString:
       out.push_back('"');
       py_json_escape_append(v.string, out);
@@ -263,7 +340,9 @@ const JsonValue* JsonValue::find(std::string_view key) const {
   return nullptr;
 }
 
-Result<JsonValue> parse_json(std::string_view text) { return Parser(text).parse_document(); }
+Result<JsonValue> parse_json(std::string_view text) {
+  return Parser(text).parse_document();
+}
 
 std::string py_json_dumps(const JsonValue& v) {
   std::string out;
@@ -276,13 +355,27 @@ void py_json_escape_append(std::string_view s, std::string& out) {
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           out += "\\u00";
@@ -311,7 +404,10 @@ std::string py_float_repr(double v) {
   std::string sci(buf, res.ptr);
   std::string out;
   size_t i = 0;
-  if (sci[0] == '-') { out.push_back('-'); i = 1; }
+  if (sci[0] == '-') {
+    out.push_back('-');
+    i = 1;
+  }
   const size_t e = sci.find('e');
   std::string digits;
   for (size_t k = i; k < e; ++k)

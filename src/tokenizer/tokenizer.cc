@@ -60,7 +60,8 @@ struct Segment {
 
 // HF NormalizedString::split on one piece: the regex's matches and the gaps between them, then
 // the delimiter behaviour. Empty pieces are dropped, as HF does.
-void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& scratch, std::vector<std::string_view>& out) {
+void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& scratch,
+                 std::vector<std::string_view>& out) {
   std::vector<Segment> segs;
   size_t prev = 0, pos = 0;
   while (pos <= piece.size()) {
@@ -312,7 +313,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return tok::utf8_lossy(bytes);
 }
 
-int64_t Tokenizer::vocab_size() const { return static_cast<int64_t>(m_->id_to_text.size()); }
+int64_t Tokenizer::vocab_size() const {
+  return static_cast<int64_t>(m_->id_to_text.size());
+}
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   const auto it = m_->text_to_id.find(token);

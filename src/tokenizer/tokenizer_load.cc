@@ -2,9 +2,8 @@
 // has its own `tokenizer.*` rule id; features outside the byte-level BPE family are kUnimplemented.
 #include <algorithm>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_model.h"
@@ -69,10 +68,14 @@ std::string token_bytes_of(const std::string& text) {
     if (st.kind != Utf8Unit::kValid) return text;
     uint32_t cp;
     const auto* p = reinterpret_cast<const unsigned char*>(text.data() + i);
-    if (st.len == 1) cp = p[0];
-    else if (st.len == 2) cp = ((p[0] & 0x1F) << 6) | (p[1] & 0x3F);
-    else if (st.len == 3) cp = ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-    else return text;
+    if (st.len == 1)
+      cp = p[0];
+    else if (st.len == 2)
+      cp = ((p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+    else if (st.len == 3)
+      cp = ((p[0] & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+    else
+      return text;
     const int b = byte_of_char(cp);
     if (b < 0) return text;
     out.push_back(static_cast<char>(b));
@@ -96,7 +99,8 @@ class Loader {
     if (!v.is_number_integer()) return bad("bad_id", where + ": id is not an integer");
     const int64_t id = v.get<int64_t>();
     if (id < 0 || id > kMaxId)
-      return bad("id_out_of_range", where + ": id " + std::to_string(id) + " is outside [0, " + std::to_string(kMaxId) + "]");
+      return bad("id_out_of_range",
+                 where + ": id " + std::to_string(id) + " is outside [0, " + std::to_string(kMaxId) + "]");
     out = static_cast<int32_t>(id);
     return Status::ok();
   }
@@ -119,7 +123,8 @@ class Loader {
     // PCRE2_LITERAL allows only a few companion options (UCP is not one of them, nor needed).
     const uint32_t opts = literal ? (PCRE2_UTF | PCRE2_LITERAL) : (PCRE2_UTF | PCRE2_UCP);
     if (!is_valid_utf8(pattern)) return bad("bad_regex", where + ": pattern is not valid UTF-8");
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts, &err, &err_off, nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts, &err, &err_off, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
@@ -171,7 +176,8 @@ class Loader {
       append_cp(byte_level_char(static_cast<uint8_t>(b)), s);
       const auto it = m.text_to_id.find(s);
       if (it == m.text_to_id.end())
-        return bad("missing_byte_token", "vocab lacks the byte-level token for byte " + std::to_string(b) + " (" + s + ")");
+        return bad("missing_byte_token",
+                   "vocab lacks the byte-level token for byte " + std::to_string(b) + " (" + s + ")");
       m.byte_to_id[b] = it->second;
     }
 
@@ -224,10 +230,12 @@ class Loader {
         return bad("bad_added_tokens", "added token " + std::to_string(id) + " has no content");
       const std::string content = t["content"].get<std::string>();
       if (content.size() > kMaxTokenBytes) return bad("bad_added_tokens", "added token longer than 64 KiB");
-      if (!is_valid_utf8(content)) return bad("bad_added_tokens", "added token " + std::to_string(id) + " is not UTF-8");
+      if (!is_valid_utf8(content))
+        return bad("bad_added_tokens", "added token " + std::to_string(id) + " is not UTF-8");
       auto flag = [&](const char* key, bool def) -> Result<bool> {
         if (!t.contains(key) || t[key].is_null()) return def;
-        if (!t[key].is_boolean()) return bad("bad_added_tokens", std::string("added token field ") + key + " is not a boolean");
+        if (!t[key].is_boolean())
+          return bad("bad_added_tokens", std::string("added token field ") + key + " is not a boolean");
         return t[key].get<bool>();
       };
       DSV4_ASSIGN_OR_RETURN(const bool special, flag("special", false));
@@ -247,7 +255,8 @@ class Loader {
       if (existing != m.text_to_id.end() && existing->second != id)
         return bad("duplicate_token", "added token " + json(content).dump() + " has id " + std::to_string(id) +
                                           " but the vocab gives it " + std::to_string(existing->second));
-      DSV4_RETURN_IF_ERROR(set_token(m, id, content, TokenizerModel::kAdded | (special ? TokenizerModel::kSpecial : 0)));
+      DSV4_RETURN_IF_ERROR(
+          set_token(m, id, content, TokenizerModel::kAdded | (special ? TokenizerModel::kSpecial : 0)));
       m.text_to_id.emplace(content, id);
       (normalized ? m.added_normalized : m.added_raw).insert(content, id);
     }
@@ -257,24 +266,27 @@ class Loader {
   Status load_normalizer(const json& root) const {
     const auto it = root.find("normalizer");
     if (it == root.end() || it->is_null()) return Status::ok();
-    if (str_field(*it, "type") == "Sequence" && field(*it, "normalizers").is_array() && field(*it, "normalizers").empty())
+    if (str_field(*it, "type") == "Sequence" && field(*it, "normalizers").is_array() &&
+        field(*it, "normalizers").empty())
       return Status::ok();
-    return unsupported("unsupported_normalizer", "normalizer " + it->dump().substr(0, 200) + " (only none is supported)");
+    return unsupported("unsupported_normalizer",
+                       "normalizer " + it->dump().substr(0, 200) + " (only none is supported)");
   }
 
   Status load_byte_level(const json& step, TokenizerModel& m, bool& seen) const {
     seen = true;
     auto flag = [&](const char* key, bool def) -> Result<bool> {
       if (!step.contains(key) || step[key].is_null()) return def;
-      if (!step[key].is_boolean()) return bad("bad_pre_tokenizer", std::string("ByteLevel.") + key + " is not a boolean");
+      if (!step[key].is_boolean())
+        return bad("bad_pre_tokenizer", std::string("ByteLevel.") + key + " is not a boolean");
       return step[key].get<bool>();
     };
     DSV4_ASSIGN_OR_RETURN(m.byte_level_add_prefix_space, flag("add_prefix_space", true));
     DSV4_ASSIGN_OR_RETURN(m.byte_level_use_regex, flag("use_regex", true));
     if (m.byte_level_use_regex) {
       // GPT-2's pattern, which HF's ByteLevel applies when use_regex is on.
-      DSV4_RETURN_IF_ERROR(compile(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)", false,
-                                   "ByteLevel regex", m.gpt2_regex));
+      DSV4_RETURN_IF_ERROR(compile(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+                                   false, "ByteLevel regex", m.gpt2_regex));
     }
     return Status::ok();
   }
@@ -292,13 +304,20 @@ class Loader {
     } else {
       return bad("bad_pre_tokenizer", where + ": pattern is neither {\"Regex\": ...} nor {\"String\": ...}");
     }
-    const std::string behavior = step.contains("behavior") && step["behavior"].is_string() ? step["behavior"].get<std::string>() : "";
-    if (behavior == "Isolated") s.behavior = SplitBehavior::kIsolated;
-    else if (behavior == "Removed") s.behavior = SplitBehavior::kRemoved;
-    else if (behavior == "MergedWithPrevious") s.behavior = SplitBehavior::kMergedWithPrevious;
-    else if (behavior == "MergedWithNext") s.behavior = SplitBehavior::kMergedWithNext;
-    else if (behavior == "Contiguous") s.behavior = SplitBehavior::kContiguous;
-    else return bad("bad_pre_tokenizer", where + ": unknown Split behavior \"" + behavior + "\"");
+    const std::string behavior =
+        step.contains("behavior") && step["behavior"].is_string() ? step["behavior"].get<std::string>() : "";
+    if (behavior == "Isolated")
+      s.behavior = SplitBehavior::kIsolated;
+    else if (behavior == "Removed")
+      s.behavior = SplitBehavior::kRemoved;
+    else if (behavior == "MergedWithPrevious")
+      s.behavior = SplitBehavior::kMergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      s.behavior = SplitBehavior::kMergedWithNext;
+    else if (behavior == "Contiguous")
+      s.behavior = SplitBehavior::kContiguous;
+    else
+      return bad("bad_pre_tokenizer", where + ": unknown Split behavior \"" + behavior + "\"");
     if (step.contains("invert")) {
       if (!step["invert"].is_boolean()) return bad("bad_pre_tokenizer", where + ": invert is not a boolean");
       s.invert = step["invert"].get<bool>();
@@ -332,7 +351,8 @@ class Loader {
         return unsupported("unsupported_pre_tokenizer", "pre_tokenizer type " + s["type"].dump());
       }
     }
-    if (!byte_level) return unsupported("unsupported_pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
+    if (!byte_level)
+      return unsupported("unsupported_pre_tokenizer", "no ByteLevel step (only byte-level BPE is supported)");
     return Status::ok();
   }
 
@@ -340,7 +360,8 @@ class Loader {
     const auto it = root.find("decoder");
     if (it == root.end() || it->is_null()) return Status::ok();
     if (str_field(*it, "type") == "ByteLevel") return Status::ok();
-    return unsupported("unsupported_decoder", "decoder " + it->dump().substr(0, 200) + " (only ByteLevel is supported)");
+    return unsupported("unsupported_decoder",
+                       "decoder " + it->dump().substr(0, 200) + " (only ByteLevel is supported)");
   }
 
  private:
@@ -369,7 +390,8 @@ void TokenTrie::insert(std::string_view s, int32_t id) {
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     auto& kids = nodes_[node].children;
-    auto it = std::lower_bound(kids.begin(), kids.end(), c, [](const auto& kv, unsigned char x) { return kv.first < x; });
+    auto it =
+        std::lower_bound(kids.begin(), kids.end(), c, [](const auto& kv, unsigned char x) { return kv.first < x; });
     if (it != kids.end() && it->first == c) {
       node = it->second;
     } else {
@@ -389,7 +411,8 @@ std::pair<size_t, int32_t> TokenTrie::longest_prefix(std::string_view s) const {
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     const auto& kids = nodes_[node].children;
-    auto it = std::lower_bound(kids.begin(), kids.end(), c, [](const auto& kv, unsigned char x) { return kv.first < x; });
+    auto it =
+        std::lower_bound(kids.begin(), kids.end(), c, [](const auto& kv, unsigned char x) { return kv.first < x; });
     if (it == kids.end() || it->first != c) break;
     node = it->second;
     if (nodes_[node].token >= 0) best = {i + 1, nodes_[node].token};

@@ -85,9 +85,9 @@ struct TokenizerModel {
   static constexpr uint8_t kAdded = 1, kSpecial = 2;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> text_to_id;
 
-  std::array<int32_t, 256> byte_to_id{};                  // single-byte tokens: BPE's starting symbols
-  std::unordered_map<uint64_t, MergeInfo> merges;         // (left id << 32 | right id) → rank, result
-  bool ignore_merges = false;                             // HF BPE option: whole word in vocab wins
+  std::array<int32_t, 256> byte_to_id{};           // single-byte tokens: BPE's starting symbols
+  std::unordered_map<uint64_t, MergeInfo> merges;  // (left id << 32 | right id) → rank, result
+  bool ignore_merges = false;                      // HF BPE option: whole word in vocab wins
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> bytes_to_id;  // ignore_merges only
 
   std::vector<SplitStep> splits;  // the pre-tokenizer's Split steps, in order

@@ -10,8 +10,8 @@
 // - Invalid UTF-8: HF only sees Python/Rust strings, i.e. bytes decoded with U+FFFD per maximal
 //   subpart; the oracle decodes with TextDecoder (same rule), we repair the same way in encode().
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "test_util.h"
@@ -57,9 +57,9 @@ TEST(TokenizerOracle, CorpusMatchesJsPortOfHfTokenizers) {
 
   test::TempDir tmp;
   const auto out_path = tmp / "js_ids.txt";
-  const auto r = test::run_command("cd '" + js_dir.string() + "' && node tokenize_corpus.js '" + tokenizer_json.string() +
-                                   "' '" + corpus_path.string() + "' " + std::to_string(kChunkBytes) + " > '" +
-                                   out_path.string() + "'");
+  const auto r =
+      test::run_command("cd '" + js_dir.string() + "' && node tokenize_corpus.js '" + tokenizer_json.string() + "' '" +
+                        corpus_path.string() + "' " + std::to_string(kChunkBytes) + " > '" + out_path.string() + "'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::istringstream js_lines(test::read_text_file(out_path));
 
@@ -80,8 +80,8 @@ TEST(TokenizerOracle, CorpusMatchesJsPortOfHfTokenizers) {
       const std::string prefix = tok->decode(std::span(got.data(), i));
       const std::string fixed = tok::utf8_lossy(chunks[c]);
       const size_t at = std::min(prefix.size(), fixed.size());
-      FAIL() << "chunk " << c << " (corpus byte " << offset << "): first mismatch at token " << i << "\n  ours:  "
-             << show_ids(got, i) << "\n  js:    " << show_ids(expected, i) << "\n  text:  "
+      FAIL() << "chunk " << c << " (corpus byte " << offset << "): first mismatch at token " << i
+             << "\n  ours:  " << show_ids(got, i) << "\n  js:    " << show_ids(expected, i) << "\n  text:  "
              << nlohmann::json(fixed.substr(at > 40 ? at - 40 : 0, 100))
                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }

@@ -6,7 +6,9 @@
 
 #include "tokenizer/output_parser.h"
 
-static bool has_dsml(const std::string& s) { return s.find("｜DSML｜") != std::string::npos; }
+static bool has_dsml(const std::string& s) {
+  return s.find("｜DSML｜") != std::string::npos;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

@@ -34,7 +34,8 @@ TEST(ChatRender, OfficialEncoderVectorsAreByteIdentical) {
     if (*got != want) {
       size_t i = 0;
       while (i < got->size() && i < want.size() && (*got)[i] == want[i]) ++i;
-      ADD_FAILURE() << name << ": first difference at byte " << i << "\n  ours: " << got->substr(i > 30 ? i - 30 : 0, 90)
+      ADD_FAILURE() << name << ": first difference at byte " << i
+                    << "\n  ours: " << got->substr(i > 30 ? i - 30 : 0, 90)
                     << "\n  want: " << want.substr(i > 30 ? i - 30 : 0, 90);
     }
     ++n;
@@ -54,27 +55,36 @@ TEST(ChatRender, SpecExampleA_ChatMode) {
   o.thinking = ThinkingMode::kChat;
   auto got = render_chat(example_ab(), {}, o);
   ASSERT_TRUE(got.is_ok());
-  EXPECT_EQ(*got, "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜></think>");
+  EXPECT_EQ(
+      *got,
+      "<｜begin▁of▁sentence｜>You are "
+      "helpful.<｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜></think>");
 }
 
 TEST(ChatRender, SpecExampleB_ThinkingDropsOldReasoning) {
   auto got = render_chat(example_ab(), {}, ChatRenderOptions{});
   ASSERT_TRUE(got.is_ok());
-  EXPECT_EQ(*got, "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜><think>");
+  EXPECT_EQ(
+      *got,
+      "<｜begin▁of▁sentence｜>You are "
+      "helpful.<｜User｜>Hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜><think>");
   // reasoning_effort "none" means chat mode (spec §2.1).
   ChatRenderOptions o;
   o.reasoning_effort = "none";
-  EXPECT_EQ(*render_chat(example_ab(), {}, o), *render_chat(example_ab(), {}, ChatRenderOptions{.thinking = ThinkingMode::kChat}));
+  EXPECT_EQ(*render_chat(example_ab(), {}, o),
+            *render_chat(example_ab(), {}, ChatRenderOptions{.thinking = ThinkingMode::kChat}));
 }
 
 const char* kToolsBlockC =
-    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing a "
+    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing "
+    "a "
     "\"<｜DSML｜tool_calls>\" block like the following:\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"$TOOL_NAME\">\n"
     "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n...\n"
     "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"$TOOL_NAME2\">\n...\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n\n"
     "String parameters should be specified as is and set `string=\"true\"`. For all other types (numbers, booleans, "
     "arrays, objects), pass the value in JSON format and set `string=\"false\"`.\n\nIf thinking_mode is enabled "
-    "(triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls or "
+    "(triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls "
+    "or "
     "final response.\n\nOtherwise, output directly after </think> with tool calls or final response.\n\n"
     "### Available Tool Schemas\n\n";
 
@@ -96,18 +106,22 @@ TEST(ChatRender, SpecExampleC_ToolsMergeSortAndKeepReasoning) {
   const std::vector<ToolDefinition> tools{{"get_weather", "Get weather", R"({"type":"object"})", ""}};
   auto got = render_chat(example_c(), tools, ChatRenderOptions{});
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
-  const std::string want = std::string("<｜begin▁of▁sentence｜>\n\n") + kToolsBlockC +
+  const std::string want =
+      std::string("<｜begin▁of▁sentence｜>\n\n") + kToolsBlockC +
       "{\"name\": \"get_weather\", \"description\": \"Get weather\", \"parameters\": {\"type\": \"object\"}}\n\n"
       "You MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
       "<｜User｜>Weather in Paris and Rome for 2 days?<｜Assistant｜><think>Need two calls.</think>Checking.\n\n"
       "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
       "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
       "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
-      "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Rome</｜DSML｜parameter>\n"
+      "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" "
+      "string=\"true\">Rome</｜DSML｜parameter>\n"
       "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n"
-      "<｜DSML｜parameter name=\"opts\" string=\"false\">{\"unit\": \"C\", \"x\": [1, 2.5, true, null]}</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"opts\" string=\"false\">{\"unit\": \"C\", \"x\": [1, 2.5, true, "
+      "null]}</｜DSML｜parameter>\n"
       "</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜><｜User｜><tool_result>Paris: 15C</tool_result>\n\n"
-      "<tool_result>Rome: 20C</tool_result><｜Assistant｜><think>Summarize.</think>Paris 15C, Rome 20C.<｜end▁of▁sentence｜>"
+      "<tool_result>Rome: 20C</tool_result><｜Assistant｜><think>Summarize.</think>Paris 15C, Rome "
+      "20C.<｜end▁of▁sentence｜>"
       "<｜User｜>Thanks<｜Assistant｜><think>";
   EXPECT_EQ(*got, want);
 
@@ -133,12 +147,15 @@ TEST(ChatRender, SpecExampleD_EffortMax) {
   const std::vector<ChatMessage> m{{"user", "solve it", {}, {}, {}, {}}};
   auto got = render_chat(m, {}, o);
   ASSERT_TRUE(got.is_ok());
-  EXPECT_EQ(*got,
-            "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST be very thorough in "
-            "your thinking and comprehensively decompose the problem to resolve the root cause, rigorously stress-testing your "
-            "logic against all potential paths, edge cases, and adversarial scenarios.\nExplicitly write out your entire "
-            "deliberation process, documenting every intermediate step, considered alternative, and rejected hypothesis to "
-            "ensure absolutely no assumption is left unchecked.\n\n<｜User｜>solve it<｜Assistant｜><think>");
+  EXPECT_EQ(
+      *got,
+      "<｜begin▁of▁sentence｜>Reasoning Effort: Absolute maximum with no shortcuts permitted.\nYou MUST be very "
+      "thorough in "
+      "your thinking and comprehensively decompose the problem to resolve the root cause, rigorously stress-testing "
+      "your "
+      "logic against all potential paths, edge cases, and adversarial scenarios.\nExplicitly write out your entire "
+      "deliberation process, documenting every intermediate step, considered alternative, and rejected hypothesis to "
+      "ensure absolutely no assumption is left unchecked.\n\n<｜User｜>solve it<｜Assistant｜><think>");
   o.reasoning_effort = "high";
   EXPECT_EQ(*render_chat(m, {}, o), "<｜begin▁of▁sentence｜><｜User｜>solve it<｜Assistant｜><think>");
   o.reasoning_effort = "extreme";
@@ -149,7 +166,8 @@ TEST(ChatRender, SpecExampleD_EffortMax) {
 
 TEST(ChatRender, MessageRules) {
   // Consecutive user messages merge with \n\n; developer renders as system; no generation prompt.
-  const std::vector<ChatMessage> m{{"developer", "Be brief.", {}, {}, {}, {}}, {"user", "A", {}, {}, {}, {}}, {"user", "B", {}, {}, {}, {}}};
+  const std::vector<ChatMessage> m{
+      {"developer", "Be brief.", {}, {}, {}, {}}, {"user", "A", {}, {}, {}, {}}, {"user", "B", {}, {}, {}, {}}};
   ChatRenderOptions o{.thinking = ThinkingMode::kChat, .add_generation_prompt = false};
   EXPECT_EQ(*render_chat(m, {}, o), "<｜begin▁of▁sentence｜>Be brief.<｜User｜>A\n\nB");
   // A final assistant prefix to continue: no EOS.
@@ -163,13 +181,18 @@ TEST(ChatRender, MessageRules) {
   auto got = render_chat(t, {}, ChatRenderOptions{.thinking = ThinkingMode::kChat});
   ASSERT_TRUE(got.is_ok());
   EXPECT_NE(got->find("<｜DSML｜invoke name=\"now\">\n\n</｜DSML｜invoke>"), std::string::npos);
-  EXPECT_NE(got->find("<｜DSML｜parameter name=\"arguments\" string=\"true\">not json</｜DSML｜parameter>"), std::string::npos);
+  EXPECT_NE(got->find("<｜DSML｜parameter name=\"arguments\" string=\"true\">not json</｜DSML｜parameter>"),
+            std::string::npos);
   // Response format rides on the system message.
-  ChatRenderOptions rf{.thinking = ThinkingMode::kChat, .json_response_format = true,
-                       .response_format_json = R"({"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}})"};
-  EXPECT_EQ(*render_chat(std::vector<ChatMessage>{{"user", "Q", {}, {}, {}, {}}}, {}, rf),
-            "<｜begin▁of▁sentence｜>\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
-            "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\"}}}<｜User｜>Q<｜Assistant｜></think>");
+  ChatRenderOptions rf{
+      .thinking = ThinkingMode::kChat,
+      .json_response_format = true,
+      .response_format_json = R"({"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}})"};
+  EXPECT_EQ(
+      *render_chat(std::vector<ChatMessage>{{"user", "Q", {}, {}, {}, {}}}, {}, rf),
+      "<｜begin▁of▁sentence｜>\n\n## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
+      "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": "
+      "\"object\"}}}<｜User｜>Q<｜Assistant｜></think>");
   auto bad = render_chat(std::vector<ChatMessage>{{"robot", "x", {}, {}, {}, {}}}, {}, ChatRenderOptions{});
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().rule(), "chat.unknown_role");

@@ -2,6 +2,7 @@
 // encoder vectors is cut out of the reference prompt (from its generation prefix through EOS) and
 // parsed; reasoning, content and tool calls must equal the input message.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -52,8 +53,10 @@ TEST(ChatRoundTrip, OfficialVectorsParseBackToTheirMessages) {
 
 TEST(ChatRoundTrip, RenderedToolCallsOfEveryValueTypeParseBack) {
   ChatMessage a{"assistant", "Let me check.", "Think \"hard\"\nnow.", {}, {}, {}};
-  a.tool_calls = {{"1", "exec", R"({"cmd": "ls -la 2>&1 | grep \"x\" </dev/null", "n": -3.5e-07, "ok": false, "none": null, "list": [1, {"a": "b"}], "multi": "line1\nline2\t\u00e9"})"},
-                  {"2", "noop", "{}"}};
+  a.tool_calls = {
+      {"1", "exec",
+       R"({"cmd": "ls -la 2>&1 | grep \"x\" </dev/null", "n": -3.5e-07, "ok": false, "none": null, "list": [1, {"a": "b"}], "multi": "line1\nline2\t\u00e9"})"},
+      {"2", "noop", "{}"}};
   const std::vector<ChatMessage> msgs{{"user", "hi", {}, {}, {}, {}}, a};
   const std::vector<ToolDefinition> tools{{"exec", "run", R"({"type": "object"})", ""}};
   auto prompt = render_chat(msgs, tools, ChatRenderOptions{});

@@ -1,11 +1,13 @@
 // unit: V4 output parsing (spec chat-format §3): the spec's worked example, and the streaming
 // parser fed at every split point and token by token must give exactly the whole-text result while
 // never letting DSML or a partial tag into content, reasoning or arguments.
+#include "tokenizer/output_parser.h"
+
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "tokenizer/output_parser.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace dsv4 {
@@ -18,7 +20,8 @@ const std::string kExampleC =
     "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
     "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Rome</｜DSML｜parameter>\n"
     "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n"
-    "<｜DSML｜parameter name=\"opts\" string=\"false\">{\"unit\": \"C\", \"x\": [1, 2.5, true, null]}</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"opts\" string=\"false\">{\"unit\": \"C\", \"x\": [1, 2.5, true, "
+    "null]}</｜DSML｜parameter>\n"
     "</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>";
 
 TEST(OutputParser, SpecExampleC) {
@@ -28,32 +31,41 @@ TEST(OutputParser, SpecExampleC) {
   ASSERT_EQ(p.tool_calls.size(), 2u);
   EXPECT_EQ(p.tool_calls[0].name, "get_weather");
   EXPECT_EQ(p.tool_calls[0].arguments, R"({"city": "Paris", "days": 2})");
-  EXPECT_EQ(p.tool_calls[1].arguments, R"({"city": "Rome", "days": 2, "opts": {"unit": "C", "x": [1, 2.5, true, null]}})");
+  EXPECT_EQ(p.tool_calls[1].arguments,
+            R"({"city": "Rome", "days": 2, "opts": {"unit": "C", "x": [1, 2.5, true, null]}})");
   EXPECT_TRUE(p.tool_calls[0].id.empty());
 }
 
 TEST(OutputParser, GrammarCorners) {
   // A no-parameter invoke gives {} (spec §3.1).
-  auto p = parse_completion("</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"now\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
-                            ThinkingMode::kThinking);
+  auto p = parse_completion(
+      "</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"now\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      ThinkingMode::kThinking);
   EXPECT_EQ(p.content, "");
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].arguments, "{}");
   // String values are JSON-escaped, multi-line and untrimmed; an invalid string=false value falls
   // back to a JSON string.
-  p = parse_completion("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"w\">\n<｜DSML｜parameter name=\"s\" string=\"true\"> a \"b\"\n\\c </｜DSML｜parameter>\n"
-                       "<｜DSML｜parameter name=\"n\" string=\"false\">[1, oops</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
-                       ThinkingMode::kChat);
+  p = parse_completion(
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"w\">\n<｜DSML｜parameter name=\"s\" string=\"true\"> a \"b\"\n\\c "
+      "</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"n\" string=\"false\">[1, "
+      "oops</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      ThinkingMode::kChat);
   ASSERT_EQ(p.tool_calls.size(), 1u);
   const auto args = nlohmann::json::parse(p.tool_calls[0].arguments);
   EXPECT_EQ(args["s"], " a \"b\"\n\\c ");
   EXPECT_EQ(args["n"], "[1, oops");
   // SGLang's variant: an invoke body that is a single JSON object.
-  p = parse_completion("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n{\"x\": 1}\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>", ThinkingMode::kChat);
+  p = parse_completion(
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n{\"x\": 1}\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      ThinkingMode::kChat);
   ASSERT_EQ(p.tool_calls.size(), 1u);
   EXPECT_EQ(p.tool_calls[0].arguments, "{\"x\": 1}");
   // Tools called before </think> end the reasoning (vllm-ascend PR#14511).
-  p = parse_completion("hmm\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>", ThinkingMode::kThinking);
+  p = parse_completion(
+      "hmm\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      ThinkingMode::kThinking);
   EXPECT_EQ(p.reasoning_content, "hmm");
   EXPECT_EQ(p.content, "");
   EXPECT_EQ(p.tool_calls.size(), 1u);
@@ -63,6 +75,26 @@ TEST(OutputParser, GrammarCorners) {
   // A held "2 <" is flushed at the end (vllm PR#41241).
   p = parse_completion("x = 2 <", ThinkingMode::kChat);
   EXPECT_EQ(p.content, "x = 2 <");
+}
+
+TEST(OutputParser, StrayDsmlNeverReachesText) {
+  // A stray close tag and a bare marker are removed; an invoke without its wrapper still parses.
+  auto p = parse_completion("a</｜DSML｜tool_calls>b ｜DSML｜ c<｜DSML｜toolcall>d", ThinkingMode::kChat);
+  EXPECT_EQ(p.content, "ab  cd");
+  p = parse_completion(
+      "ok\n\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" "
+      "string=\"true\">1</｜DSML｜parameter>\n</｜DSML｜invoke>",
+      ThinkingMode::kChat);
+  EXPECT_EQ(p.content, "ok");
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"x": "1"})");
+  // A value whose close tag is missing ends at the invoke close: no DSML inside arguments.
+  p = parse_completion(
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" "
+      "string=\"true\">v\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      ThinkingMode::kChat);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].arguments, R"({"x": "v\n"})");
 }
 
 TEST(OutputParser, ReasoningWithoutThinkEnd) {
@@ -76,8 +108,9 @@ TEST(OutputParser, ReasoningWithoutThinkEnd) {
 }
 
 TEST(OutputParser, TruncatedInvokeIsDiscarded) {
-  const std::string text = "</think>ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"a\">\n</｜DSML｜invoke>\n"
-                           "<｜DSML｜invoke name=\"b\">\n<｜DSML｜parameter name=\"x\" string=\"true\">par";
+  const std::string text =
+      "</think>ok\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"a\">\n</｜DSML｜invoke>\n"
+      "<｜DSML｜invoke name=\"b\">\n<｜DSML｜parameter name=\"x\" string=\"true\">par";
   const auto p = parse_completion(text, ThinkingMode::kThinking);
   EXPECT_EQ(p.content, "ok");
   ASSERT_EQ(p.tool_calls.size(), 1u);
@@ -91,7 +124,8 @@ TEST(OutputParser, TruncatedInvokeIsDiscarded) {
 
 bool has_dsml_residue(const std::string& s) {
   // The cases below use "<｜" and "<thi" as plain text on purpose; whole tags must never appear.
-  return s.find("｜DSML｜") != std::string::npos || s.find("<｜end") != std::string::npos || s.find("think>") != std::string::npos;
+  return s.find("｜DSML｜") != std::string::npos || s.find("<｜end") != std::string::npos ||
+         s.find("think>") != std::string::npos;
 }
 
 struct Collected {
@@ -131,8 +165,10 @@ void expect_same(const Collected& c, const ParsedCompletion& whole, const std::s
 const std::vector<std::string>& streaming_cases() {
   static const std::vector<std::string> cases = {
       kExampleC,
-      "Done.</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"run\">\n<｜DSML｜parameter name=\"cmd\" string=\"true\">echo 2>&1 </x></｜DSML｜parameter>\n"
-      "<｜DSML｜parameter name=\"o\" string=\"false\">{\"a\": {\"b\": [1]}}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>",
+      "Done.</think>\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"run\">\n<｜DSML｜parameter name=\"cmd\" "
+      "string=\"true\">echo 2>&1 </x></｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"o\" string=\"false\">{\"a\": {\"b\": "
+      "[1]}}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls><｜end▁of▁sentence｜>",
       "a < b and c <| d </think> x << y <｜ z\n\n\nend\n\n",
       "reason <thi</think>answer with trailing newlines\n\n",
   };
@@ -181,7 +217,9 @@ TEST(StreamingOutputParser, ByteByByteAndTokenByTokenMatchWholeParse) {
 
 TEST(StreamingOutputParser, StringArgumentsStreamBeforeTheParameterCloses) {
   StreamingOutputParser s(ThinkingMode::kChat);
-  auto d = s.push("<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"write\">\n<｜DSML｜parameter name=\"text\" string=\"true\">hello wor");
+  auto d = s.push(
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"write\">\n<｜DSML｜parameter name=\"text\" string=\"true\">hello "
+      "wor");
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].name, "write");
   EXPECT_EQ(d.tool_calls[0].arguments, "{\"text\": \"hello wor");

@@ -1,8 +1,9 @@
 // unit: the streaming detokenizer emits only complete UTF-8 and, concatenated, equals decode().
+#include "tokenizer/stream_decoder.h"
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "tokenizer/stream_decoder.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4 {
@@ -19,8 +20,9 @@ const Tokenizer& deepseek() {
 
 TEST(StreamDecoder, ChunksAreCompleteUtf8AndConcatenateToDecode) {
   const Tokenizer& t = deepseek();
-  for (const std::string text : {"Hello, 世界! 👨‍👩‍👧‍👦 🇯🇵 é", "龘齉鱻 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 😀😀😀 ok", "<think>推理</think>答案<｜end▁of▁sentence｜>",
-                                 "plain ascii only", "ع ر ب ي ة ١٢٣ नमस्ते"}) {
+  for (const std::string text :
+       {"Hello, 世界! 👨‍👩‍👧‍👦 🇯🇵 é", "龘齉鱻 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 😀😀😀 ok",
+        "<think>推理</think>答案<｜end▁of▁sentence｜>", "plain ascii only", "ع ر ب ي ة ١٢٣ नमस्ते"}) {
     const auto ids = t.encode(text);
     StreamDecoder sd(t);
     std::string all;

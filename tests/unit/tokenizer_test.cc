@@ -1,12 +1,13 @@
 // unit: the tokenizer on DeepSeek's tokenizer.json (ids from the V4 spec / tokenizer README) and on
 // small synthetic tokenizer.json files whose BPE results follow by hand from HF's merge rules.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
+#include "tokenizer/tokenizer.h"
 
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4 {
@@ -34,8 +35,8 @@ TEST(Tokenizer, V4SpecVector) {
 
 TEST(Tokenizer, V3SampleVector) {
   // spec chat-format §1: the 26-token sample that matches V4's ids exactly.
-  const std::vector<int32_t> want{19923, 3,   223, 5464,  5008, 1175, 19,    940,   223,  19,  438,   223, 20,
-                                  6113,  257, 76589, 131, 100,  76032, 1628, 76589, 131,  108, 76589, 131, 98};
+  const std::vector<int32_t> want{19923, 3,   223,   5464, 5008, 1175,  19,   940,   223, 19,  438,   223, 20,
+                                  6113,  257, 76589, 131,  100,  76032, 1628, 76589, 131, 108, 76589, 131, 98};
   EXPECT_EQ(deepseek().encode("Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"), want);
 }
 
@@ -70,9 +71,9 @@ TEST(Tokenizer, VocabAccessors) {
   EXPECT_EQ(t.token_id("<｜end▁of▁sentence｜>"), 1);
   EXPECT_EQ(t.token_id("no such token"), std::nullopt);
   EXPECT_EQ(t.token_text(128804), "<｜Assistant｜>");
-  EXPECT_EQ(t.token_text(223), "Ġ");       // byte-level form, as HF id_to_token
-  EXPECT_EQ(t.token_bytes(223), " ");      // what it decodes to
-  EXPECT_EQ(t.token_text(128840), "");     // a gap in the id space
+  EXPECT_EQ(t.token_text(223), "Ġ");    // byte-level form, as HF id_to_token
+  EXPECT_EQ(t.token_bytes(223), " ");   // what it decodes to
+  EXPECT_EQ(t.token_text(128840), "");  // a gap in the id space
   EXPECT_EQ(t.token_text(-1), "");
   EXPECT_EQ(t.token_text(1 << 30), "");
   EXPECT_TRUE(t.is_special_token(1));
@@ -95,15 +96,22 @@ TEST(Tokenizer, DecodeSkipsUnknownIdsAndRepairsUtf8) {
 TEST(Tokenizer, InvalidUtf8IsReplacedPerMaximalSubpart) {
   const Tokenizer& t = deepseek();
   // F0 9F 98 is a truncated 4-byte sequence: one U+FFFD; C0 and 80 are each invalid alone.
-  EXPECT_EQ(t.encode("a\xF0\x9F\x98" "b\xC0\x80" "c"), t.encode("a\uFFFDb\uFFFD\uFFFDc"));
+  EXPECT_EQ(t.encode("a\xF0\x9F\x98"
+                     "b\xC0\x80"
+                     "c"),
+            t.encode("a\uFFFDb\uFFFD\uFFFDc"));
   EXPECT_EQ(tok::utf8_lossy("\xED\xA0\x80"), "\uFFFD\uFFFD\uFFFD");  // surrogate: 3 subparts
   EXPECT_EQ(tok::utf8_lossy("\xE4\xBD"), "\uFFFD");                  // truncated: 1 subpart
 }
 
 TEST(Tokenizer, LongRunsEncodeAndRoundTrip) {
   const Tokenizer& t = deepseek();
-  for (const std::string& s : {std::string(200000, ' '), std::string(100000, '7'), std::string(50000, '\n'),
-                               std::string(30000, 'a'), [] { std::string x; for (int i = 0; i < 20000; ++i) x += "中"; return x; }()}) {
+  for (const std::string& s :
+       {std::string(200000, ' '), std::string(100000, '7'), std::string(50000, '\n'), std::string(30000, 'a'), [] {
+          std::string x;
+          for (int i = 0; i < 20000; ++i) x += "中";
+          return x;
+        }()}) {
     const auto ids = t.encode(s);
     EXPECT_FALSE(ids.empty());
     EXPECT_EQ(t.decode(ids), s) << s.substr(0, 10);
@@ -141,7 +149,8 @@ std::string byte_char(int b) {
     cp = 256 + n;
   }
   std::string s;
-  if (cp < 0x80) s.push_back(static_cast<char>(cp));
+  if (cp < 0x80)
+    s.push_back(static_cast<char>(cp));
   else {
     s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
     s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
@@ -165,7 +174,9 @@ json mini_json(const std::vector<std::string>& extra, const json& merges, const 
           {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
 }
 
-Result<Tokenizer> load(const json& j) { return Tokenizer::load_from_json(j.dump(), "mini.json"); }
+Result<Tokenizer> load(const json& j) {
+  return Tokenizer::load_from_json(j.dump(), "mini.json");
+}
 
 TEST(TokenizerSynthetic, MergesApplyByRankLeftmostFirst) {
   // ids: ab=256, abc=257, aa=258
@@ -187,7 +198,8 @@ TEST(TokenizerSynthetic, SplitBehaviours) {
   const std::vector<std::string> extra{"a-", "-b", "a-b"};
   const json merges = json::array({"a -", "- b", "a- b"});
   auto ids_for = [&](const char* behavior) {
-    json steps = json::array({{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}}});
+    json steps =
+        json::array({{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}}});
     auto t = load(mini_json(extra, merges, steps));
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     return t.is_ok() ? t->encode("a-b") : std::vector<int32_t>{};
@@ -218,26 +230,66 @@ TEST(TokenizerSynthetic, MalformedFilesAreRejectedWithRules) {
       {"huge id", [](json& j) { j["model"]["vocab"]["big"] = 1LL << 40; }, "tokenizer.id_out_of_range"},
       {"float id", [](json& j) { j["model"]["vocab"]["f"] = 3.5; }, "tokenizer.bad_id"},
       {"duplicate vocab id", [](json& j) { j["model"]["vocab"]["dup"] = 5; }, "tokenizer.duplicate_id"},
-      {"duplicate added id", [](json& j) { j["added_tokens"].push_back({{"id", 300}, {"content", "<t>"}}); }, "tokenizer.duplicate_id"},
-      {"added token takes a vocab id", [](json& j) { j["added_tokens"].push_back({{"id", 5}, {"content", "<t>"}}); }, "tokenizer.duplicate_id"},
-      {"added token without content", [](json& j) { j["added_tokens"].push_back({{"id", 400}}); }, "tokenizer.bad_added_tokens"},
-      {"added id out of range", [](json& j) { j["added_tokens"].push_back({{"id", 1 << 25}, {"content", "<t>"}}); }, "tokenizer.id_out_of_range"},
-      {"missing byte token", [](json& j) { j["model"]["vocab"].erase("a"); j["model"]["merges"] = json::array(); }, "tokenizer.missing_byte_token"},
+      {"duplicate added id",
+       [](json& j) {
+         j["added_tokens"].push_back({{"id", 300}, {"content", "<t>"}});
+       },
+       "tokenizer.duplicate_id"},
+      {"added token takes a vocab id",
+       [](json& j) {
+         j["added_tokens"].push_back({{"id", 5}, {"content", "<t>"}});
+       },
+       "tokenizer.duplicate_id"},
+      {"added token without content",
+       [](json& j) {
+         j["added_tokens"].push_back({{"id", 400}});
+       },
+       "tokenizer.bad_added_tokens"},
+      {"added id out of range",
+       [](json& j) {
+         j["added_tokens"].push_back({{"id", 1 << 25}, {"content", "<t>"}});
+       },
+       "tokenizer.id_out_of_range"},
+      {"missing byte token",
+       [](json& j) {
+         j["model"]["vocab"].erase("a");
+         j["model"]["merges"] = json::array();
+       },
+       "tokenizer.missing_byte_token"},
       {"no vocab", [](json& j) { j["model"].erase("vocab"); }, "tokenizer.bad_vocab"},
       {"no model", [](json& j) { j.erase("model"); }, "tokenizer.missing_model"},
-      {"invalid regex", [](json& j) {
-         j["pre_tokenizer"]["pretokenizers"].insert(j["pre_tokenizer"]["pretokenizers"].begin(),
+      {"invalid regex",
+       [](json& j) {
+         j["pre_tokenizer"]["pretokenizers"].insert(
+             j["pre_tokenizer"]["pretokenizers"].begin(),
              json{{"type", "Split"}, {"pattern", {{"Regex", "([a-"}}}, {"behavior", "Isolated"}});
-       }, "tokenizer.bad_regex"},
-      {"unknown behaviour", [](json& j) {
-         j["pre_tokenizer"]["pretokenizers"].insert(j["pre_tokenizer"]["pretokenizers"].begin(),
+       },
+       "tokenizer.bad_regex"},
+      {"unknown behaviour",
+       [](json& j) {
+         j["pre_tokenizer"]["pretokenizers"].insert(
+             j["pre_tokenizer"]["pretokenizers"].begin(),
              json{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}});
-       }, "tokenizer.bad_pre_tokenizer"},
-      {"unsupported normalizer", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "tokenizer.unsupported_normalizer"},
+       },
+       "tokenizer.bad_pre_tokenizer"},
+      {"unsupported normalizer",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       "tokenizer.unsupported_normalizer"},
       {"unsupported model", [](json& j) { j["model"]["type"] = "WordPiece"; }, "tokenizer.unsupported_model"},
-      {"lstrip added token", [](json& j) { j["added_tokens"][0]["lstrip"] = true; }, "tokenizer.unsupported_added_token"},
-      {"no ByteLevel", [](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}}; }, "tokenizer.unsupported_pre_tokenizer"},
-      {"unsupported decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }, "tokenizer.unsupported_decoder"},
+      {"lstrip added token", [](json& j) { j["added_tokens"][0]["lstrip"] = true; },
+       "tokenizer.unsupported_added_token"},
+      {"no ByteLevel",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}};
+       },
+       "tokenizer.unsupported_pre_tokenizer"},
+      {"unsupported decoder",
+       [](json& j) {
+         j["decoder"] = {{"type", "WordPiece"}};
+       },
+       "tokenizer.unsupported_decoder"},
   };
   const json good = mini_json({"ab"}, json::array({"a b"}));
   ASSERT_TRUE(load(good).is_ok());

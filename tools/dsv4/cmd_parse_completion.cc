@@ -28,17 +28,21 @@ int run_parse_completion(int argc, char** argv) {
   }
   const std::string mode = args->get_or("--thinking-mode", "thinking");
   if (mode != "thinking" && mode != "chat")
-    return report_error("parse-completion", invalid_argument("cli.bad_value", "--thinking-mode must be thinking or chat"));
+    return report_error("parse-completion",
+                        invalid_argument("cli.bad_value", "--thinking-mode must be thinking or chat"));
   const std::string finish = args->get_or("--finish-reason", "stop");
   if (finish != "stop" && finish != "length")
-    return report_error("parse-completion", invalid_argument("cli.bad_value", "--finish-reason must be stop or length"));
+    return report_error("parse-completion",
+                        invalid_argument("cli.bad_value", "--finish-reason must be stop or length"));
   std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   const ParsedCompletion p = parse_completion(text, mode == "thinking" ? ThinkingMode::kThinking : ThinkingMode::kChat,
                                               finish == "stop" ? CompletionEnd::kStop : CompletionEnd::kLength);
   nlohmann::ordered_json msg;
   msg["role"] = "assistant";
-  if (p.content.empty() && !p.tool_calls.empty()) msg["content"] = nullptr;
-  else msg["content"] = p.content;
+  if (p.content.empty() && !p.tool_calls.empty())
+    msg["content"] = nullptr;
+  else
+    msg["content"] = p.content;
   if (!p.reasoning_content.empty()) msg["reasoning_content"] = p.reasoning_content;
   if (!p.tool_calls.empty()) {
     nlohmann::ordered_json calls = nlohmann::ordered_json::array();
@@ -55,5 +59,6 @@ int run_parse_completion(int argc, char** argv) {
 }
 
 }  // namespace
-DSV4_COMMAND("parse-completion", "completion text (stdin) -> content, reasoning and tool calls as JSON", run_parse_completion);
+DSV4_COMMAND("parse-completion", "completion text (stdin) -> content, reasoning and tool calls as JSON",
+             run_parse_completion);
 }  // namespace dsv4::cli

@@ -37,9 +37,12 @@ int run_render_chat(int argc, char** argv) {
   }
   ChatRenderOptions opts;
   const std::string mode = args->get_or("--thinking-mode", "thinking");
-  if (mode == "thinking") opts.thinking = ThinkingMode::kThinking;
-  else if (mode == "chat") opts.thinking = ThinkingMode::kChat;
-  else return report_error("render-chat", invalid_argument("cli.bad_value", "--thinking-mode must be thinking or chat"));
+  if (mode == "thinking")
+    opts.thinking = ThinkingMode::kThinking;
+  else if (mode == "chat")
+    opts.thinking = ThinkingMode::kChat;
+  else
+    return report_error("render-chat", invalid_argument("cli.bad_value", "--thinking-mode must be thinking or chat"));
   if (auto e = args->get("--reasoning-effort")) opts.reasoning_effort = *e;
   opts.tool_choice = args->get_or("--tool-choice", "auto");
   opts.add_generation_prompt = !args->has("--no-generation-prompt");

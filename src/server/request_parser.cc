@@ -72,6 +72,7 @@ class ObjectReader {
     if (v->is_number_unsigned()) {
       const uint64_t u = v->get<uint64_t>();
       if (u > static_cast<uint64_t>(hi)) return out_of_range(path(key), "must be at most " + std::to_string(hi));
+      if (lo > 0 && u < static_cast<uint64_t>(lo)) return out_of_range(path(key), "must be at least " + std::to_string(lo));
       *out = static_cast<int64_t>(u);
       return std::nullopt;
     }

@@ -361,11 +361,13 @@ void HttpServer::serve_generation(const httplib::Request& req, httplib::Response
             sink.done();
             return true;
           }
-          if (!chunks.empty()) return true;  // let httplib flush and call again
+          // A write into a closed connection can still succeed (it lands in the kernel buffer), so the
+          // peer is checked on every round, not only when a write fails.
           if (session->watch->peer_closed()) {
             gen.cancel_all();
             return false;
           }
+          if (!chunks.empty()) return true;  // let httplib flush and call again
           if (force_stop_) {
             return finish_with_error(make_error(503, "server_overloaded", "shutting_down",
                                                 "the server is shutting down; the stream was ended",

@@ -1,0 +1,40 @@
+// server: what `dsv4 serve` runs — the backend (engine + chat codec) for a model directory, and the
+// serve loop that handles SIGTERM/SIGINT with a graceful drain.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "dsv4/engine.h"
+#include "server/chat_codec.h"
+#include "server/http_server.h"
+
+namespace dsv4::server {
+
+struct ServeBackend {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ChatCodec> codec;
+};
+
+struct BackendOptions {
+  std::string model_dir;
+  int32_t max_concurrency = 16;
+  int64_t ctx_size = 0;
+};
+
+// The real engine and the DeepSeek-V4 tokenizer/chat codec for `model_dir`. This is the one place that
+// creates them; until the runtime's engine factory exists in this build it answers kUnimplemented.
+Result<ServeBackend> load_model_backend(const BackendOptions& options);
+
+// Blocks SIGTERM, SIGINT (and ignores SIGPIPE) in the calling thread; call it before any other thread
+// starts, so the threads created later inherit the mask and only serve_until_signal() receives them.
+void block_shutdown_signals();
+
+// Binds, prints "listening on http://HOST:PORT" to stdout, serves until SIGTERM or SIGINT, then drains
+// (HttpServer::shutdown) within `drain_timeout` and returns.
+Status serve_until_signal(Engine& engine, const ChatCodec& codec, const ServerOptions& options,
+                          std::chrono::milliseconds drain_timeout);
+
+}  // namespace dsv4::server

@@ -1,0 +1,64 @@
+// tests/server: the official `openai` npm client (tests/js/openai_e2e.js) against the server on
+// 127.0.0.1:<ephemeral>, over the FakeEngine with completions injected per prompt.
+#include <thread>
+
+#include "server_fixture.h"
+#include "test_util.h"
+
+namespace dsv4::server::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The prompt as text: SimpleCodec maps byte b to id b + 3.
+std::string prompt_text(const GenerationRequest& r) {
+  std::string s;
+  for (int32_t id : r.prompt_ids) s.push_back(static_cast<char>(id - 3));
+  return s;
+}
+
+// The injected completions the JS script expects (see tests/js/openai_e2e.js).
+std::string e2e_script(const GenerationRequest& r) {
+  const std::string p = prompt_text(r);
+  const bool thinking = p.size() >= 7 && p.compare(p.size() - 7, 7, "<think>") == 0;
+  if (p.find("talk forever") != std::string::npos) {
+    std::string t = "</think>";
+    for (int i = 0; i < 5000; ++i) t += "blah ";
+    return t;
+  }
+  if (p.find("say hello") != std::string::npos) {
+    return thinking ? "Greeting the user.</think>Hello from dsv4!" : "Hello from dsv4!";
+  }
+  if (p.find("Once upon") != std::string::npos) return " a time, there was a server.";
+  return "</think>ok";
+}
+
+TEST(OpenAiE2E, OfficialClientAgainstTheServer) {
+  const auto js_dir = dsv4::test::source_dir() / "tests" / "js";
+  ASSERT_TRUE(std::filesystem::exists(js_dir / "node_modules" / "openai"))
+      << "tests/js/node_modules is missing: run scripts/install-deps.sh";
+  testing::FakeEngineOptions eo;
+  eo.step_time = 200us;
+  ServerOptions so;
+  so.api_key = "sk-e2e-key";
+  so.served_model_name = "dsv4-test";
+  TestServer ts(eo, so);
+  ts.engine.set_script(e2e_script);
+  const std::string cmd = "node " + (js_dir / "openai_e2e.js").string() + " http://127.0.0.1:" +
+                          std::to_string(ts.server->port()) + "/v1 dsv4-test sk-e2e-key";
+  auto r = dsv4::test::run_command(cmd);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
+  // The aborted stream ("talk forever") was cancelled in the engine and its blocks came back.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ts.engine.cancels_applied() < 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(ts.engine.cancels_applied(), 1);
+  while (ts.engine.stats().pool_blocks_free != ts.engine.stats().pool_blocks_total &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(ts.engine.stats().pool_blocks_free, ts.engine.stats().pool_blocks_total);
+}
+
+}  // namespace
+}  // namespace dsv4::server::test

@@ -1,0 +1,96 @@
+// tools: `dsv4 serve` — the OpenAI-compatible HTTP server (src/server) over the inference engine.
+#include <cstdio>
+#include <cstring>
+
+#include "args.h"
+#include "command.h"
+#include "server/serve.h"
+#include "server/testing/fake_engine.h"
+#include "server/testing/simple_codec.h"
+
+namespace dsv4::cli {
+namespace {
+
+constexpr const char* kUsage = R"(usage: dsv4 serve --model DIR [options]
+
+  --model DIR               model directory (config.json, *.safetensors, tokenizer.json)
+  --host H                  address to bind (default 127.0.0.1; use 0.0.0.0 deliberately)
+  --port P                  port (default 8000; 0 picks a free one)
+  --api-key K               require "Authorization: Bearer K" on every route but /health
+  --max-concurrency N       sequences run at once (default 16)
+  --max-queue N             sequences allowed to wait beyond that; more get 429 (default 64)
+  --ctx-size N              context limit in tokens (default: the model's)
+  --served-model-name NAME  the model id clients use (default: the model's name)
+  --cors-origin ORIGIN      send CORS headers for ORIGIN (default: off)
+  --drain-timeout-s S       on SIGTERM, how long running requests may finish (default 30)
+  --fake-engine             TEST HOOK: serve a model-free fake engine (no --model); used by tests only
+)";
+
+int cmd_serve(int argc, char** argv) {
+  // Before any thread exists: the engine's and the server's threads inherit the blocked mask.
+  server::block_shutdown_signals();
+  auto parsed = Args::parse(argc, argv,
+                            {"--model", "--host", "--port", "--api-key", "--max-concurrency", "--max-queue",
+                             "--ctx-size", "--served-model-name", "--cors-origin", "--drain-timeout-s"},
+                            {"--fake-engine", "--help"});
+  if (!parsed.is_ok()) {
+    std::fprintf(stderr, "%s", kUsage);
+    return report_error("serve", parsed.status());
+  }
+  const Args& args = *parsed;
+  if (args.has("--help")) {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  server::ServerOptions so;
+  so.host = args.get_or("--host", "127.0.0.1");
+  so.api_key = args.get_or("--api-key", "");
+  so.served_model_name = args.get_or("--served-model-name", "");
+  so.cors_origin = args.get_or("--cors-origin", "");
+  auto port = args.get_int("--port", 8000, 0, 65535);
+  auto conc = args.get_int("--max-concurrency", 16, 1, 4096);
+  auto queue = args.get_int("--max-queue", 64, 0, 1 << 20);
+  auto ctx = args.get_int("--ctx-size", 0, 0, int64_t{1} << 40);
+  auto drain = args.get_int("--drain-timeout-s", 30, 0, 3600);
+  for (const Status* s : {&port.status(), &conc.status(), &queue.status(), &ctx.status(), &drain.status()}) {
+    if (!s->is_ok()) return report_error("serve", *s);
+  }
+  so.port = static_cast<int>(*port);
+  so.max_concurrency = static_cast<int32_t>(*conc);
+  so.max_queue = static_cast<int32_t>(*queue);
+  so.ctx_size = *ctx;
+  if (so.api_key.empty() && so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1") {
+    std::fprintf(stderr, "dsv4 serve: warning: listening on %s without --api-key\n", so.host.c_str());
+  }
+
+  server::ServeBackend backend;
+  if (args.has("--fake-engine")) {
+    if (args.has("--model")) return report_error("serve", invalid_argument("cli.conflict", "--fake-engine takes no --model"));
+    server::testing::FakeEngineOptions fo;
+    fo.max_running = so.max_concurrency;
+    if (so.ctx_size > 0) fo.context_size = so.ctx_size;
+    backend.engine = std::make_unique<server::testing::FakeEngine>(fo);
+    backend.codec = std::make_unique<server::testing::SimpleCodec>();
+  } else {
+    if (!args.has("--model")) {
+      std::fprintf(stderr, "%s", kUsage);
+      return report_error("serve", invalid_argument("cli.missing_flag", "--model DIR is required"));
+    }
+    server::BackendOptions bo;
+    bo.model_dir = *args.get("--model");
+    bo.max_concurrency = so.max_concurrency;
+    bo.ctx_size = so.ctx_size;
+    auto loaded = server::load_model_backend(bo);
+    if (!loaded.is_ok()) return report_error("serve", loaded.status());
+    backend = std::move(loaded).value();
+  }
+  Status st = server::serve_until_signal(*backend.engine, *backend.codec, so, std::chrono::seconds(*drain));
+  if (!st.is_ok()) return report_error("serve", st);
+  return 0;
+}
+
+}  // namespace
+
+DSV4_COMMAND("serve", "OpenAI-compatible HTTP server (chat, completions, streaming, tools)", cmd_serve);
+
+}  // namespace dsv4::cli

@@ -367,12 +367,12 @@ void HttpServer::serve_generation(const httplib::Request& req, httplib::Response
             gen.cancel_all();
             return false;
           }
-          if (!chunks.empty()) return true;  // let httplib flush and call again
           if (force_stop_) {
             return finish_with_error(make_error(503, "server_overloaded", "shutting_down",
                                                 "the server is shutting down; the stream was ended",
                                                 options_.retry_after_s));
           }
+          if (!chunks.empty()) return true;  // let httplib flush and call again
         }
       },
       [session](bool /*success*/) {

@@ -184,6 +184,8 @@ TEST(ServerLoad, ShutdownDrainsThenEndsStreamsWithATerminalError) {
     return r.stop.max_tokens <= 5 ? std::string("</think>short") : long_text(20000);
   });
   std::string long_body, short_body;
+  // Both requests are admitted and queued before the drain begins; the engine runs once it has begun.
+  ts.engine.set_paused(true);
   std::thread long_stream([&] {
     auto r = ts.post("/v1/chat/completions", chat_body(ts.model, "long", {{"stream", true}}));
     if (r) long_body = r->body;
@@ -192,14 +194,17 @@ TEST(ServerLoad, ShutdownDrainsThenEndsStreamsWithATerminalError) {
     auto r = ts.post("/v1/chat/completions", chat_body(ts.model, "short", {{"max_tokens", 5}, {"stream", true}}));
     if (r) short_body = r->body;
   });
-  ASSERT_TRUE(wait_until([&] { return ts.engine.stats().generated_tokens_total > 20; }));
+  ASSERT_TRUE(wait_until([&] { return ts.engine.stats().queued == 2; }));
   std::thread stopper([&] { ts.server->shutdown(1500ms); });
   ASSERT_TRUE(wait_until([&] { return ts.server->draining(); }));
   auto refused = ts.post("/v1/chat/completions", chat_body(ts.model, "late"));
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 503);
   EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
-  EXPECT_EQ(ts.get("/health")->status, 503);
+  auto health = ts.get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  ts.engine.set_paused(false);
   short_req.join();
   long_stream.join();
   stopper.join();

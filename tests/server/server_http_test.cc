@@ -1,6 +1,7 @@
 // tests/server: endpoint behaviour over real HTTP against the FakeEngine — response shapes, streaming
 // framing, usage and reasoning counts, stop/max_tokens/n/logprobs, context and model checks, auth, CORS.
 #include <set>
+#include <thread>
 
 #include "server_fixture.h"
 
@@ -10,6 +11,21 @@ namespace {
 using testing::FakeEngine;
 
 Json parse(const httplib::Result& r) { return Json::parse(r->body); }
+
+// /metrics once it contains every one of `needles`: the request counter is bumped by the access logger,
+// which runs after the response has been written, so a client can see its answer a moment earlier.
+std::string metrics_with(const TestServer& ts, const std::vector<std::string>& needles) {
+  std::string body;
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    auto r = ts.get("/metrics");
+    body = r ? r->body : "";
+    bool all = true;
+    for (const auto& n : needles) all = all && body.find(n) != std::string::npos;
+    if (all) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return body;
+}
 
 void expect_error_shape(const httplib::Result& r, int status, const std::string& code) {
   ASSERT_TRUE(r);
@@ -49,8 +65,8 @@ TEST(ServerHttp, HealthModelsMetrics) {
                            "dsv4_spec_acceptance_ratio"}) {
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
   }
-  EXPECT_NE(metrics->body.find("dsv4_requests_total{endpoint=\"/health\",status=\"200\"} 1"), std::string::npos)
-      << metrics->body;
+  const std::string health_line = "dsv4_requests_total{endpoint=\"/health\",status=\"200\"} 1";
+  EXPECT_NE(metrics_with(ts, {health_line}).find(health_line), std::string::npos);
 }
 
 TEST(ServerHttp, ChatSplitsReasoningAndCountsTokens) {
@@ -321,7 +337,9 @@ TEST(ServerHttp, ErrorStatusesAreCountedInMetrics) {
   TestServer ts;
   ts.post("/v1/chat/completions", "{");
   ts.post("/v1/chat/completions", chat_body(ts.model, "x"));
-  auto m = ts.get("/metrics")->body;
+  const std::string bad = "dsv4_requests_total{endpoint=\"/v1/chat/completions\",status=\"400\"} 1";
+  const std::string good = "dsv4_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1";
+  const std::string m = metrics_with(ts, {bad, good});
   EXPECT_NE(m.find("dsv4_requests_total{endpoint=\"/v1/chat/completions\",status=\"400\"} 1"), std::string::npos) << m;
   EXPECT_NE(m.find("dsv4_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 1"), std::string::npos) << m;
   EXPECT_NE(m.find("dsv4_time_to_first_token_seconds_count 1"), std::string::npos) << m;

@@ -100,6 +100,25 @@ std::string Metrics::render(const EngineStats& engine, int64_t server_inflight, 
           static_cast<double>(engine.generated_tokens_total));
   gauge(&out, "dsv4_spec_acceptance_ratio", "Speculative decoding: accepted / proposed draft tokens.",
         engine.spec_acceptance);
+  if (!engine.spec_acceptance_by_position.empty()) {
+    out += "# HELP dsv4_spec_acceptance_by_position_ratio Accepted / proposed at each draft position.\n"
+           "# TYPE dsv4_spec_acceptance_by_position_ratio gauge\n";
+    for (size_t i = 0; i < engine.spec_acceptance_by_position.size(); ++i) {
+      out += "dsv4_spec_acceptance_by_position_ratio{position=\"" + std::to_string(i) + "\"} " +
+             num(engine.spec_acceptance_by_position[i]) + "\n";
+    }
+  }
+  counter(&out, "dsv4_engine_steps_total", "Engine steps run.", static_cast<double>(engine.steps));
+  counter(&out, "dsv4_preemptions_total", "Sequences preempted (recomputed later) for lack of state.",
+          static_cast<double>(engine.preemptions));
+  counter(&out, "dsv4_prefix_cache_hits_total", "Requests that reused cached prefix state.",
+          static_cast<double>(engine.prefix_cache_hits));
+  counter(&out, "dsv4_prefix_cache_hit_tokens_total", "Prompt tokens served from cached prefix state.",
+          static_cast<double>(engine.prefix_cache_hit_tokens));
+  out += "# HELP dsv4_state_bytes Per-sequence model state (all kinds) in use and budgeted.\n"
+         "# TYPE dsv4_state_bytes gauge\n";
+  out += "dsv4_state_bytes{state=\"in_use\"} " + std::to_string(engine.state_bytes_in_use) + "\n";
+  out += "dsv4_state_bytes{state=\"budget\"} " + std::to_string(engine.state_bytes_budget) + "\n";
   out += "# HELP dsv4_time_to_first_token_seconds Time from admission to the first generated token.\n"
          "# TYPE dsv4_time_to_first_token_seconds histogram\n";
   ttft_.render("dsv4_time_to_first_token_seconds", &out);

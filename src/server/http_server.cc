@@ -11,6 +11,7 @@
 #include "server/api_error.h"
 #include "server/connection_watch.h"
 #include "server/generation.h"
+#include "server/listen_backlog.h"
 #include "server/request_parser.h"
 
 namespace dsv4::server {
@@ -393,6 +394,10 @@ Status HttpServer::bind() {
     }
     bound_port_ = options_.port;
   }
+  // Debian's cpp-httplib 0.11 listens with a backlog of 5 (compiled into the .so): a burst of
+  // clients overflows it and, with SYN cookies, some connections are reset before the server ever
+  // reads them. Re-listening on the same socket raises the backlog.
+  DSV4_RETURN_IF_ERROR(raise_listen_backlog(bound_port_, kListenBacklog));
   return Status::ok();
 }
 

@@ -8,11 +8,6 @@ PKGS=(cmake ninja-build g++ clang libgtest-dev libgmock-dev libbenchmark-dev nlo
       libcpp-httplib-dev libhwy-dev libomp-dev pkg-config)
 missing=()
 for p in "${PKGS[@]}"; do
-  # NodeSource's nodejs bundles npm and conflicts with Debian's npm package: a working command is enough.
-  case "$p" in
-    nodejs) command -v node >/dev/null && continue ;;
-    npm) command -v npm >/dev/null && continue ;;
-  esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # Node.js and npm run the JS oracles. Some images ship them outside dpkg (where Debian's npm package

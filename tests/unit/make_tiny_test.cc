@@ -12,6 +12,7 @@
 #include "core/formats.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "model/cost_model.h"
 #include "model/make_tiny.h"
 #include "model/tensor_layout.h"
 #include "test_util.h"
@@ -282,6 +283,10 @@ TEST(MakeTiny, PresetsAreValidAndCoverEveryAttentionKind) {
   EXPECT_EQ(tiny->compress_ratios, (std::vector<int64_t>{0, 4, 128, 4, 8, 0, 0}));
   EXPECT_EQ(tiny->window_size, 16);
   EXPECT_EQ(make_tiny_preset("huge").status().rule(), "make_tiny.preset");
+  // spec §6 "Size": about 80M parameters, 66M of them embed + head.
+  const ParamCost p = param_cost(*tiny);
+  EXPECT_NEAR(static_cast<double>(p.params_total), 80e6, 0.03 * 80e6);
+  EXPECT_EQ(2 * p.params_embedding, 2ull * 129280 * 256);
 }
 
 }  // namespace

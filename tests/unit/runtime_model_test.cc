@@ -69,6 +69,30 @@ EngineCoreOptions options(int32_t k) {
   return o;
 }
 
+int64_t bytes_of(const CompressorState& c) {
+  return static_cast<int64_t>(c.kv.size() + c.score.size() + c.prev_kv.size() + c.prev_score.size()) * 4;
+}
+
+TEST(RuntimeModel, FootprintMatchesTheStateTheModelAllocates) {
+  ModelModelRunner& runner = tiny();
+  const auto st = runner.model().new_sequence();
+  int64_t window = 0, partial = 0;
+  for (const auto* layers : {&st->layers, &st->mtp_layers}) {
+    for (const LayerState& l : *layers) {
+      window += static_cast<int64_t>(l.window.size()) * 4;
+      partial += bytes_of(l.compressor) + bytes_of(l.index_keys);
+    }
+  }
+  const StateFootprint& f = runner.info().footprint;
+  EXPECT_EQ(f.window_ring_per_seq, window);
+  EXPECT_EQ(f.compressor_partial_per_seq, partial);
+  // Per token (fp32 rows): r=4 layers L1,L3 hold head_dim/4 floats, r=128 L2 head_dim/128, r=8 L4
+  // head_dim/8; indexer keys (L1, L3) index_head_dim/4 floats.
+  const ModelConfig& c = runner.model().config();
+  EXPECT_EQ(f.compressed_main_per_token, (2 * c.head_dim / 4 + c.head_dim / 128 + c.head_dim / 8) * 4);
+  EXPECT_EQ(f.compressed_indexer_per_token, 2 * c.index_head_dim / 4 * 4);
+}
+
 TEST(RuntimeModel, ConcurrentGreedyAndSpeculationEqualAloneOnTheTinyModel) {
   ModelModelRunner& runner = tiny();
   ASSERT_TRUE(runner.info().has_mtp);

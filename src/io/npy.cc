@@ -2,7 +2,10 @@
 #include "io/npy.h"
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <fstream>
 #include <sstream>
 
@@ -207,6 +210,22 @@ uint64_t NpyArray::n_elements() const {
   return n;
 }
 
+// One stored value to Out. Float to integer saturates and maps NaN to 0: a value read from a file must
+// never reach an out-of-range (undefined) cast. Found by the npy fuzz target.
+template <typename Out, typename In>
+static Out convert_value(In v) {
+  if constexpr (std::is_integral_v<Out> && std::is_floating_point_v<In>) {
+    constexpr double kTwo63 = 9223372036854775808.0;  // 2^63, exact in double
+    const double d = static_cast<double>(v);
+    if (std::isnan(d)) return 0;
+    if (d >= kTwo63) return std::numeric_limits<Out>::max();
+    if (d < -kTwo63) return std::numeric_limits<Out>::min();
+    return static_cast<Out>(d);
+  } else {
+    return static_cast<Out>(v);
+  }
+}
+
 template <typename Out>
 static std::vector<Out> convert(const NpyArray& a) {
   const uint64_t n = a.n_elements();
@@ -215,8 +234,8 @@ static std::vector<Out> convert(const NpyArray& a) {
   const size_t sz = descr_size(a.descr);
   for (uint64_t i = 0; i < n; ++i) {
     const std::byte* p = a.bytes.data() + i * sz;
-    if (kind == 'f' && sz == 4) { float v; std::memcpy(&v, p, 4); out[i] = static_cast<Out>(v); }
-    else if (kind == 'f' && sz == 8) { double v; std::memcpy(&v, p, 8); out[i] = static_cast<Out>(v); }
+    if (kind == 'f' && sz == 4) { float v; std::memcpy(&v, p, 4); out[i] = convert_value<Out>(v); }
+    else if (kind == 'f' && sz == 8) { double v; std::memcpy(&v, p, 8); out[i] = convert_value<Out>(v); }
     else if (kind == 'i' && sz == 4) { int32_t v; std::memcpy(&v, p, 4); out[i] = static_cast<Out>(v); }
     else if (kind == 'i' && sz == 8) { int64_t v; std::memcpy(&v, p, 8); out[i] = static_cast<Out>(v); }
     else if (kind == 'u' && sz == 1) { out[i] = static_cast<Out>(static_cast<uint8_t>(*p)); }

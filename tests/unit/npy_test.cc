@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -44,6 +46,21 @@ TEST(Npy, HandBuiltFloatArrayParses) {
   EXPECT_EQ(a->shape, (std::vector<uint64_t>{2, 2}));
   EXPECT_EQ(a->to_f32(), (std::vector<float>{1, -2, 3.5f, 0}));
   EXPECT_EQ(a->to_i64(), (std::vector<int64_t>{1, -2, 3, 0}));
+}
+
+TEST(Npy, FloatToIntegerConversionSaturates) {
+  // Regression (npy fuzz target): out-of-range floats and NaN converted to int64 were undefined casts.
+  const float big = 1e28f, nan = std::nanf("");
+  auto a = parse(npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }",
+                        floats({big, -big, nan, -7.9f, 9.2233715e18f})));
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  EXPECT_EQ(a->to_i64(), (std::vector<int64_t>{INT64_MAX, INT64_MIN, 0, -7, 9223371487098961920}));
+  std::string d(16, '\0');
+  const double v[2] = {-1e300, 9223372036854775807.0};
+  std::memcpy(d.data(), v, 16);
+  auto b = parse(npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", d));
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(b->to_i64(), (std::vector<int64_t>{INT64_MIN, INT64_MAX}));
 }
 
 TEST(Npy, ScalarOneDimAndEmptyShapes) {

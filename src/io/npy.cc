@@ -1,13 +1,13 @@
 // io: .npy reader/writer.
 #include "io/npy.h"
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "core/checked_math.h"
 #include "io/mapped_file.h"
@@ -54,9 +54,12 @@ class NpyHeaderParser {
         have_descr = true;
       } else if (key == "fortran_order") {
         if (have_order) return "repeated 'fortran_order'";
-        if (word("True")) fortran = true;
-        else if (word("False")) fortran = false;
-        else return "'fortran_order' is not True or False";
+        if (word("True"))
+          fortran = true;
+        else if (word("False"))
+          fortran = false;
+        else
+          return "'fortran_order' is not True or False";
         have_order = true;
       } else if (key == "shape") {
         if (have_shape) return "repeated 'shape'";
@@ -106,7 +109,8 @@ class NpyHeaderParser {
     for (;;) {
       skip_ws();
       if (eat(')')) return {};
-      if (pos_ >= h_.size() || h_[pos_] < '0' || h_[pos_] > '9') return "'shape' holds a value that is not a non-negative integer";
+      if (pos_ >= h_.size() || h_[pos_] < '0' || h_[pos_] > '9')
+        return "'shape' holds a value that is not a non-negative integer";
       uint64_t v = 0;
       while (pos_ < h_.size() && h_[pos_] >= '0' && h_[pos_] <= '9') {
         auto next = v > UINT64_MAX / 10 ? std::nullopt : checked_add(v * 10, static_cast<uint64_t>(h_[pos_] - '0'));
@@ -131,7 +135,8 @@ class NpyHeaderParser {
 Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view source) {
   const std::string src(source);
   const auto* p = reinterpret_cast<const unsigned char*>(file.data());
-  if (file.size() < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0) return invalid_file("npy.magic", src + ": not a .npy file");
+  if (file.size() < 10 || std::memcmp(p, "\x93NUMPY", 6) != 0)
+    return invalid_file("npy.magic", src + ": not a .npy file");
   const unsigned major = p[6];
   uint64_t hl = 0, prefix = 0;
   if (major == 1) {
@@ -144,9 +149,11 @@ Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view sou
   } else {
     return invalid_file("npy.version", src + ": unsupported .npy version " + std::to_string(major));
   }
-  if (hl > kMaxNpyHeaderBytes) return invalid_file("npy.header_too_large", src + ": header length " + std::to_string(hl) + " exceeds 1 MiB");
+  if (hl > kMaxNpyHeaderBytes)
+    return invalid_file("npy.header_too_large", src + ": header length " + std::to_string(hl) + " exceeds 1 MiB");
   if (hl > file.size() - prefix)
-    return invalid_file("npy.truncated", src + ": header length " + std::to_string(hl) + " runs past the end of the file");
+    return invalid_file("npy.truncated",
+                        src + ": header length " + std::to_string(hl) + " runs past the end of the file");
   const std::string_view h(reinterpret_cast<const char*>(p + prefix), hl);
   NpyArray a;
   bool fortran = false;
@@ -161,9 +168,11 @@ Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view sou
   // A2: the data size is checked against the file before the buffer is allocated.
   const uint64_t available = file.size() - prefix - hl;
   if (*bytes > available)
-    return invalid_file("npy.truncated_data", src + ": shape needs " + std::to_string(*bytes) + " data bytes, file has " + std::to_string(available));
+    return invalid_file("npy.truncated_data", src + ": shape needs " + std::to_string(*bytes) +
+                                                  " data bytes, file has " + std::to_string(available));
   if (*bytes < available)
-    return invalid_file("npy.trailing_bytes", src + ": " + std::to_string(available - *bytes) + " bytes after the array data");
+    return invalid_file("npy.trailing_bytes",
+                        src + ": " + std::to_string(available - *bytes) + " bytes after the array data");
   const std::byte* data = file.data() + prefix + hl;
   a.bytes.assign(data, data + *bytes);
   return a;
@@ -172,7 +181,8 @@ Result<NpyArray> parse_npy(std::span<const std::byte> file, std::string_view sou
 Result<NpyArray> read_npy(const std::filesystem::path& path) {
   auto mapped = MappedFile::open(path);
   if (!mapped) {
-    if (mapped.status().code() == StatusCode::kNotFound) return not_found("npy.missing", path.string() + ": no such file");
+    if (mapped.status().code() == StatusCode::kNotFound)
+      return not_found("npy.missing", path.string() + ": no such file");
     return mapped.status();
   }
   return parse_npy((*mapped)->bytes(), path.string());
@@ -183,7 +193,8 @@ namespace {
 Status write_npy(const std::filesystem::path& path, const std::string& descr, const std::vector<uint64_t>& shape,
                  const void* data, size_t elem_size) {
   std::string shape_s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) shape_s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
+  for (size_t i = 0; i < shape.size(); ++i)
+    shape_s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : (i + 1 < shape.size() ? ", " : ""));
   shape_s += ")";
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape_s + ", }";
   const size_t unpadded = 10 + header.size() + 1;
@@ -234,19 +245,39 @@ static std::vector<Out> convert(const NpyArray& a) {
   const size_t sz = descr_size(a.descr);
   for (uint64_t i = 0; i < n; ++i) {
     const std::byte* p = a.bytes.data() + i * sz;
-    if (kind == 'f' && sz == 4) { float v; std::memcpy(&v, p, 4); out[i] = convert_value<Out>(v); }
-    else if (kind == 'f' && sz == 8) { double v; std::memcpy(&v, p, 8); out[i] = convert_value<Out>(v); }
-    else if (kind == 'i' && sz == 4) { int32_t v; std::memcpy(&v, p, 4); out[i] = static_cast<Out>(v); }
-    else if (kind == 'i' && sz == 8) { int64_t v; std::memcpy(&v, p, 8); out[i] = static_cast<Out>(v); }
-    else if (kind == 'u' && sz == 1) { out[i] = static_cast<Out>(static_cast<uint8_t>(*p)); }
-    else if (kind == 'i' && sz == 1) { out[i] = static_cast<Out>(static_cast<int8_t>(*p)); }
-    else if (kind == 'b' && sz == 1) { out[i] = static_cast<Out>(static_cast<uint8_t>(*p) != 0); }
+    if (kind == 'f' && sz == 4) {
+      float v;
+      std::memcpy(&v, p, 4);
+      out[i] = convert_value<Out>(v);
+    } else if (kind == 'f' && sz == 8) {
+      double v;
+      std::memcpy(&v, p, 8);
+      out[i] = convert_value<Out>(v);
+    } else if (kind == 'i' && sz == 4) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      out[i] = static_cast<Out>(v);
+    } else if (kind == 'i' && sz == 8) {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      out[i] = static_cast<Out>(v);
+    } else if (kind == 'u' && sz == 1) {
+      out[i] = static_cast<Out>(static_cast<uint8_t>(*p));
+    } else if (kind == 'i' && sz == 1) {
+      out[i] = static_cast<Out>(static_cast<int8_t>(*p));
+    } else if (kind == 'b' && sz == 1) {
+      out[i] = static_cast<Out>(static_cast<uint8_t>(*p) != 0);
+    }
   }
   return out;
 }
 
-std::vector<float> NpyArray::to_f32() const { return convert<float>(*this); }
-std::vector<int64_t> NpyArray::to_i64() const { return convert<int64_t>(*this); }
+std::vector<float> NpyArray::to_f32() const {
+  return convert<float>(*this);
+}
+std::vector<int64_t> NpyArray::to_i64() const {
+  return convert<int64_t>(*this);
+}
 
 Status write_npy_f32(const std::filesystem::path& path, const std::vector<uint64_t>& shape, const float* data) {
   return write_npy(path, "<f4", shape, data, 4);

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"

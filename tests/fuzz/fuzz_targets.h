@@ -9,8 +9,8 @@
 namespace dsv4::fuzz {
 
 int safetensors_entry(const uint8_t* data, size_t size);  // SafetensorsFile::parse on the bytes
-int index_entry(const uint8_t* data, size_t size);          // bytes as model.safetensors.index.json, Checkpoint::open
-int config_entry(const uint8_t* data, size_t size);         // parse_model_config
-int npy_entry(const uint8_t* data, size_t size);                 // parse_npy (read_npy's parser)
+int index_entry(const uint8_t* data, size_t size);        // bytes as model.safetensors.index.json, Checkpoint::open
+int config_entry(const uint8_t* data, size_t size);       // parse_model_config
+int npy_entry(const uint8_t* data, size_t size);          // parse_npy (read_npy's parser)
 
 }  // namespace dsv4::fuzz

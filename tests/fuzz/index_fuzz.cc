@@ -28,7 +28,9 @@ const fs::path& model_dir() {
     DSV4_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp");
     const fs::path root = tmpl;
     fs::create_directory(root / "model");
-    DSV4_CHECK(write_safetensors(root / "model/s1.safetensors", {tensor("a", DType::kF32, 2), tensor("b", DType::kI8, 3)}).is_ok());
+    DSV4_CHECK(
+        write_safetensors(root / "model/s1.safetensors", {tensor("a", DType::kF32, 2), tensor("b", DType::kI8, 3)})
+            .is_ok());
     DSV4_CHECK(write_safetensors(root / "model/s2.safetensors", {tensor("c", DType::kBF16, 2)}).is_ok());
     DSV4_CHECK(write_safetensors(root / "outside.safetensors", {tensor("o", DType::kI8, 1)}).is_ok());
     fs::create_symlink("../outside.safetensors", root / "model/link.safetensors");

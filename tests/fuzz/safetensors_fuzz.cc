@@ -25,7 +25,8 @@ int safetensors_entry(const uint8_t* data, size_t size) {
     DSV4_CHECK(t.shape.size() <= kMaxTensorRank);
     DSV4_CHECK(checked_product(t.shape) == t.n_elements);
     DSV4_CHECK(t.n_elements * dtype_size(t.dtype) == t.data.size());
-    DSV4_CHECK(t.data.empty() || (t.data.data() >= file.data() + 8 && t.data.data() + t.data.size() <= file.data() + file.size()));
+    DSV4_CHECK(t.data.empty() ||
+               (t.data.data() >= file.data() + 8 && t.data.data() + t.data.size() <= file.data() + file.size()));
     if (!t.data.empty()) {  // touch both ends
       volatile std::byte first = t.data.front(), last = t.data.back();
       (void)first;

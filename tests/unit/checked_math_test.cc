@@ -70,7 +70,7 @@ TEST(CheckedMath, NamedBoundaries) {
   const uint64_t p31 = uint64_t{1} << 31, p32 = uint64_t{1} << 32, p63 = uint64_t{1} << 63;
   EXPECT_EQ(checked_mul(p31, 2), p32);
   EXPECT_EQ(checked_mul(p32, p32 - 1), kMax - p32 + 1);  // 2^64 − 2^32: the largest product of these
-  EXPECT_FALSE(checked_mul(p32, p32));                    // exactly 2^64
+  EXPECT_FALSE(checked_mul(p32, p32));                   // exactly 2^64
   EXPECT_EQ(checked_mul(p63, 1), p63);
   EXPECT_FALSE(checked_mul(p63, 2));
   EXPECT_EQ(checked_mul(0xFFFFFFFFull, 0x100000001ull), kMax);  // (2^32−1)(2^32+1) = 2^64 − 1 exactly

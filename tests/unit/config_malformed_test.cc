@@ -41,7 +41,9 @@ std::string tiny_with(const std::function<void(json&)>& edit) {
   return j.dump();
 }
 // The tiny config with one raw "key":value text spliced in after the opening brace (a duplicate key).
-std::string tiny_raw(const std::string& kv) { return "{" + kv + "," + std::string(kTinyConfig + 1); }
+std::string tiny_raw(const std::string& kv) {
+  return "{" + kv + "," + std::string(kTinyConfig + 1);
+}
 // The tiny config text with `from` replaced by `to` (both raw JSON text).
 std::string tiny_replace(const std::string& from, const std::string& to) {
   std::string s = kTinyConfig;
@@ -87,14 +89,14 @@ std::vector<Case> cases() {
       {"RopeDimAboveHeadDim", tiny_with([](json& j) { j["rope_head_dim"] = 192; }), "config.rope_head_dim"},
       {"NopeDimNotMultipleOf64", tiny_with([](json& j) { j["head_dim"] = 160; }), "config.nope_head_dim"},
       {"HeadsNotDivisibleByOGroups", tiny_with([](json& j) { j["o_groups"] = 3; }), "config.o_groups"},
-      {"OGroupWidthNotMultipleOf128",
-       tiny_with([](json& j) {
+      {"OGroupWidthNotMultipleOf128", tiny_with([](json& j) {
          j["n_heads"] = 2;
          j["head_dim"] = 192;
        }),
        "config.o_group_width"},
       {"OLoraNotBlockAligned", tiny_with([](json& j) { j["o_lora_rank"] = 32; }), "config.o_lora_block"},
-      {"RatiosTooShort", tiny_with([](json& j) { j["compress_ratios"] = {0, 4, 128, 4, 8, 0}; }), "config.compress_ratios_length"},
+      {"RatiosTooShort", tiny_with([](json& j) { j["compress_ratios"] = {0, 4, 128, 4, 8, 0}; }),
+       "config.compress_ratios_length"},
       {"RatiosTooLong", tiny_with([](json& j) { j["compress_ratios"].push_back(0); }), "config.compress_ratios_length"},
       {"RatioOne", tiny_with([](json& j) { j["compress_ratios"][2] = 1; }), "config.compress_ratio_value"},
       {"RatioNegative", tiny_with([](json& j) { j["compress_ratios"][2] = -4; }), "config.compress_ratio_value"},
@@ -110,8 +112,7 @@ std::vector<Case> cases() {
       {"NegativeSwigluLimit", tiny_with([](json& j) { j["swiglu_limit"] = -1.0; }), "config.swiglu_limit"},
       {"ZeroRouteScale", tiny_with([](json& j) { j["route_scale"] = 0; }), "config.route_scale"},
       {"EosOutsideVocab", tiny_with([](json& j) { j["eos_token_id"] = 129280; }), "config.token_ids"},
-      {"DsparkTargetNotALayer",
-       tiny_with([](json& j) {
+      {"DsparkTargetNotALayer", tiny_with([](json& j) {
          j["n_mtp_layers"] = 2;
          j["compress_ratios"] = {0, 4, 128, 4, 8, 0, 0, 0};
          j["dspark_block_size"] = 3;
@@ -138,7 +139,8 @@ TEST_P(ConfigMalformed, RejectedWithItsRule) {
   auto loaded = load_model_config(dir.path());
   ASSERT_FALSE(loaded.is_ok());
   EXPECT_EQ(loaded.status().rule(), c.rule) << loaded.status().to_string();
-  EXPECT_NE(loaded.status().message().find((dir / "config.json").string()), std::string::npos) << loaded.status().message();
+  EXPECT_NE(loaded.status().message().find((dir / "config.json").string()), std::string::npos)
+      << loaded.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, ConfigMalformed, ::testing::ValuesIn(cases()),

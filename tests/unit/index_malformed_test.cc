@@ -24,11 +24,14 @@ const char* kGoodIndex =
     R"({"metadata":{"total_size":15},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})";
 
 void write_shards(const fs::path& dir) {
-  ASSERT_TRUE(write_safetensors(dir / "s1.safetensors", {tensor("a", DType::kF32, 2), tensor("b", DType::kI8, 3)}).is_ok());
+  ASSERT_TRUE(
+      write_safetensors(dir / "s1.safetensors", {tensor("a", DType::kF32, 2), tensor("b", DType::kI8, 3)}).is_ok());
   ASSERT_TRUE(write_safetensors(dir / "s2.safetensors", {tensor("c", DType::kBF16, 2)}).is_ok());
 }
 
-void write_index(const fs::path& dir, const std::string& text) { test::write_text_file(dir / "model.safetensors.index.json", text); }
+void write_index(const fs::path& dir, const std::string& text) {
+  test::write_text_file(dir / "model.safetensors.index.json", text);
+}
 
 struct Case {
   std::string label;
@@ -46,7 +49,9 @@ std::function<void(const fs::path&)> with_index(std::string text) {
     write_index(dir, text);
   };
 }
-std::string weight_map(const std::string& body) { return R"({"weight_map":{)" + body + "}}"; }
+std::string weight_map(const std::string& body) {
+  return R"({"weight_map":{)" + body + "}}";
+}
 
 std::vector<Case> cases() {
   const std::string idx = "model.safetensors.index.json";
@@ -77,15 +82,23 @@ std::vector<Case> cases() {
       {"ShardInSubdirectory", with_index(weight_map(R"("a":"a/b.safetensors")")), "index.shard_subdir", idx, "a"},
       {"ShardBackslash", with_index(weight_map(R"("a":"a\\b.safetensors")")), "index.shard_subdir", idx, "a"},
       {"ShardEmptyName", with_index(weight_map(R"("a":"")")), "index.shard_empty", idx, "a"},
-      {"ShardNameTooLong", with_index(weight_map("\"a\":\"" + std::string(256, 's') + "\"")), "index.shard_too_long", idx, "a"},
+      {"ShardNameTooLong", with_index(weight_map("\"a\":\"" + std::string(256, 's') + "\"")), "index.shard_too_long",
+       idx, "a"},
       {"ShardNameControlChar", with_index(weight_map(R"("a":"s1\u0007.safetensors")")), "index.shard_chars", idx, "a"},
-      {"MetadataNotObject", with_index(R"({"metadata":5,"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
+      {"MetadataNotObject",
+       with_index(R"({"metadata":5,"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
        "index.metadata_type", idx, ""},
-      {"TotalSizeNegative", with_index(R"({"metadata":{"total_size":-15},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
+      {"TotalSizeNegative",
+       with_index(
+           R"({"metadata":{"total_size":-15},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
        "index.total_size_type", idx, ""},
-      {"TotalSizeString", with_index(R"({"metadata":{"total_size":"15"},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
+      {"TotalSizeString",
+       with_index(
+           R"({"metadata":{"total_size":"15"},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
        "index.total_size_type", idx, ""},
-      {"TotalSizeMismatch", with_index(R"({"metadata":{"total_size":16},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
+      {"TotalSizeMismatch",
+       with_index(
+           R"({"metadata":{"total_size":16},"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors"}})"),
        "index.total_size", idx, ""},
       {"SymlinkedShardLeavesDirectory",
        [](const fs::path& dir) {
@@ -112,16 +125,20 @@ std::vector<Case> cases() {
        },
        "index.shard_missing", idx, "", StatusCode::kNotFound},
       {"TensorListedButMissing",
-       with_index(R"({"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors","d":"s2.safetensors"}})"),
+       with_index(
+           R"({"weight_map":{"a":"s1.safetensors","b":"s1.safetensors","c":"s2.safetensors","d":"s2.safetensors"}})"),
        "index.tensor_missing", "s2.safetensors", "d"},
       {"TensorPresentButUnlisted", with_index(R"({"weight_map":{"a":"s1.safetensors","c":"s2.safetensors"}})"),
        "index.tensor_unlisted", "s1.safetensors", "b"},
-      {"TensorInWrongShard", with_index(R"({"weight_map":{"a":"s1.safetensors","b":"s2.safetensors","c":"s2.safetensors"}})"),
+      {"TensorInWrongShard",
+       with_index(R"({"weight_map":{"a":"s1.safetensors","b":"s2.safetensors","c":"s2.safetensors"}})"),
        "index.tensor_wrong_shard", "s1.safetensors", "b"},
       {"SameTensorInTwoShards",
        [](const fs::path& dir) {
          write_shards(dir);
-         ASSERT_TRUE(write_safetensors(dir / "s2.safetensors", {tensor("c", DType::kBF16, 2), tensor("a", DType::kF32, 2)}).is_ok());
+         ASSERT_TRUE(
+             write_safetensors(dir / "s2.safetensors", {tensor("c", DType::kBF16, 2), tensor("a", DType::kF32, 2)})
+                 .is_ok());
          write_index(dir, kGoodIndex);
        },
        "checkpoint.duplicate_tensor", "s2.safetensors", "a"},
@@ -154,7 +171,8 @@ TEST_P(IndexMalformed, RejectedWithItsRule) {
   const Status& st = ck.status();
   EXPECT_EQ(st.code(), c.code) << st.to_string();
   EXPECT_EQ(st.rule(), c.rule) << st.to_string();
-  EXPECT_NE(st.message().find((dir / c.file).string()), std::string::npos) << "message must name " << c.file << ": " << st.message();
+  EXPECT_NE(st.message().find((dir / c.file).string()), std::string::npos)
+      << "message must name " << c.file << ": " << st.message();
   if (!c.tensor.empty()) EXPECT_NE(st.message().find("tensor '" + c.tensor + "'"), std::string::npos) << st.message();
 }
 

@@ -64,7 +64,8 @@ TEST(Npy, FloatToIntegerConversionSaturates) {
 }
 
 TEST(Npy, ScalarOneDimAndEmptyShapes) {
-  auto scalar = parse(npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", std::string("\x05\0\0\0\0\0\0\0", 8)));
+  auto scalar =
+      parse(npy_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (), }", std::string("\x05\0\0\0\0\0\0\0", 8)));
   ASSERT_TRUE(scalar.is_ok()) << scalar.status().to_string();
   EXPECT_TRUE(scalar->shape.empty());
   EXPECT_EQ(scalar->to_i64(), (std::vector<int64_t>{5}));
@@ -135,8 +136,10 @@ std::vector<Case> cases() {
       {"RepeatedKey", npy_v1("{" + d + "'shape': (1,), 'shape': (1,)}", floats({1})), "npy.header_syntax"},
       {"FortranOrder", npy_v1("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", floats({1})), "npy.order"},
       {"BigEndian", npy_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", floats({1})), "npy.descr"},
-      {"ComplexDtype", npy_v1("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})), "npy.descr"},
-      {"DescrWithSuffix", npy_v1("{'descr': '<f4x', 'fortran_order': False, 'shape': (1,), }", floats({1})), "npy.descr"},
+      {"ComplexDtype", npy_v1("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", floats({1, 2})),
+       "npy.descr"},
+      {"DescrWithSuffix", npy_v1("{'descr': '<f4x', 'fortran_order': False, 'shape': (1,), }", floats({1})),
+       "npy.descr"},
       {"SizeOverflows", npy_v1("{" + d + "'shape': (4294967296, 4294967296), }", floats({1})), "npy.size_overflow"},
       {"DataShorterThanShape", npy_v1("{" + d + "'shape': (3,), }", floats({1, 2})), "npy.truncated_data"},
       {"HugeShapeTinyFile", npy_v1("{" + d + "'shape': (1099511627776,), }", floats({1})), "npy.truncated_data"},

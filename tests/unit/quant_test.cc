@@ -75,9 +75,9 @@ int nearest_code(const std::vector<double>& grid, double y) {
 }
 
 struct Quantized {
-  std::vector<uint8_t> codes;   // sign | grid index, one per element
-  std::vector<int> scale_exp;   // log2 of each block's scale
-  std::vector<float> dequant;   // code value · scale
+  std::vector<uint8_t> codes;  // sign | grid index, one per element
+  std::vector<int> scale_exp;  // log2 of each block's scale
+  std::vector<float> dequant;  // code value · scale
 };
 
 Quantized oracle(const Format& f, const std::vector<float>& x, size_t block) {
@@ -124,7 +124,7 @@ std::vector<std::vector<float>> edge_blocks(size_t block, float qmax, float floo
   out.push_back(std::vector<float>(block, 0.0f));  // all zeros: scale from the floor
   std::vector<float> neg_zero(block, -0.0f);
   neg_zero[0] = 0.0f;
-  out.push_back(neg_zero);  // signed zeros keep their sign
+  out.push_back(neg_zero);                                                     // signed zeros keep their sign
   for (int n = -3; n <= 3; ++n) out.push_back(filled(ulps(floor, n), floor));  // around the floor
   out.push_back(filled(floor / 1024, floor / 1024));
   for (int k = -20; k <= 20; k += 4)
@@ -169,10 +169,13 @@ std::vector<std::vector<float>> random_blocks(size_t block, int n, uint32_t seed
     const int mode = i % 3;
     const float scale = std::ldexp(1.0f, exp(rng));
     for (auto& e : v) {
-      if (mode == 0) e = normal(rng) * scale;                                     // one magnitude
-      else if (mode == 1) e = normal(rng) * std::ldexp(1.0f, exp(rng) / 3);       // wide dynamic range
+      if (mode == 0)
+        e = normal(rng) * scale;  // one magnitude
+      else if (mode == 1)
+        e = normal(rng) * std::ldexp(1.0f, exp(rng) / 3);  // wide dynamic range
       else {
-        do e = std::bit_cast<float>(static_cast<uint32_t>(rng())); while (!std::isfinite(e) || std::fabs(e) > 1e36f);
+        do e = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+        while (!std::isfinite(e) || std::fabs(e) > 1e36f);
       }
     }
     out.push_back(v);
@@ -186,7 +189,9 @@ std::vector<float> concat(const std::vector<std::vector<float>>& blocks) {
   return x;
 }
 
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+uint32_t bits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
 
 // Checks fake_quant and quantize (+ decode) of one format against the oracle on `x`.
 void check_fp8(const std::vector<float>& x, size_t block) {
@@ -240,7 +245,8 @@ TEST(Quant, Pow2CeilFromBitsIsExactCeilLog2ForNormals) {
   std::mt19937 rng(7);
   for (int i = 0; i < 200000; ++i) {
     float x;
-    do x = std::bit_cast<float>(static_cast<uint32_t>(rng()) & 0x7FFFFFFFu); while (!std::isnormal(x) || x > 1e38f);
+    do x = std::bit_cast<float>(static_cast<uint32_t>(rng()) & 0x7FFFFFFFu);
+    while (!std::isnormal(x) || x > 1e38f);
     ASSERT_EQ(pow2_ceil_from_bits(x), static_cast<float>(std::ldexp(1.0, ceil_log2(x)))) << x;
   }
   for (int k = -126; k <= 126; ++k) {
@@ -252,8 +258,8 @@ TEST(Quant, Pow2CeilFromBitsIsExactCeilLog2ForNormals) {
 }
 
 TEST(Quant, BlockScalesMatchTheOracle) {
-  for (float amax : {0.0f, 1e-5f, 1e-4f, ulps(1e-4f, 1), 1.0f, 447.0f, 448.0f, ulps(448.0f, 1), 449.0f, 896.0f,
-                     6.0f, ulps(6.0f, 1), 12.0f, 3.0e30f, std::numeric_limits<float>::denorm_min()}) {
+  for (float amax : {0.0f, 1e-5f, 1e-4f, ulps(1e-4f, 1), 1.0f, 447.0f, 448.0f, ulps(448.0f, 1), 449.0f, 896.0f, 6.0f,
+                     ulps(6.0f, 1), 12.0f, 3.0e30f, std::numeric_limits<float>::denorm_min()}) {
     const Quantized q8 = oracle(e4m3_format(), {amax}, 1);
     EXPECT_EQ(fp8_block_scale(amax), static_cast<float>(std::ldexp(1.0, q8.scale_exp[0]))) << amax;
     const Quantized q4 = oracle(e2m1_format(), {amax}, 1);

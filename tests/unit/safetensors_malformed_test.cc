@@ -38,7 +38,9 @@ std::string entry(std::string_view name, std::string_view dtype, std::string_vie
   return "\"" + std::string(name) + "\":{\"dtype\":\"" + std::string(dtype) + "\",\"shape\":" + std::string(shape) +
          ",\"data_offsets\":" + std::string(offsets) + "}";
 }
-std::string obj(const std::string& body) { return "{" + body + "}"; }
+std::string obj(const std::string& body) {
+  return "{" + body + "}";
+}
 
 void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
@@ -79,26 +81,31 @@ std::vector<Case> cases() {
       {"MetadataValueNotString", raw_file(obj("\"__metadata__\":{\"k\":1}"), 0), "safetensors.metadata_value", ""},
       {"EmptyTensorName", raw_file(obj(entry("", "F32", "[2]", "[0,8]")), 8), "safetensors.name_empty", ""},
       {"TensorNameTooLong", raw_file(obj(entry(long_name, "F32", "[2]", "[0,8]")), 8), "safetensors.name_too_long", ""},
-      {"TensorNameControlChar", raw_file(obj(entry("a\\u0001b", "F32", "[2]", "[0,8]")), 8), "safetensors.name_chars", ""},
+      {"TensorNameControlChar", raw_file(obj(entry("a\\u0001b", "F32", "[2]", "[0,8]")), 8), "safetensors.name_chars",
+       ""},
       {"EntryNotObject", raw_file(obj("\"a\":[1]"), 0), "safetensors.entry_not_object", "a"},
       {"UnknownEntryField",
        raw_file(obj("\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"scale\":1}"), 8),
        "safetensors.entry_field", "a"},
-      {"DtypeMissing", raw_file(obj("\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}"), 8), "safetensors.dtype_missing", "a"},
+      {"DtypeMissing", raw_file(obj("\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}"), 8), "safetensors.dtype_missing",
+       "a"},
       {"DtypeNotString", raw_file(obj("\"a\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}"), 8),
        "safetensors.dtype_type", "a"},
       {"DtypeUnknown", raw_file(obj(entry("a", "Q4_K", "[2]", "[0,8]")), 8), "safetensors.dtype_unknown", "a"},
       {"DtypeF64Unsupported", raw_file(obj(entry("a", "F64", "[1]", "[0,8]")), 8), "safetensors.dtype_unknown", "a"},
-      {"ShapeMissing", raw_file(obj("\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}"), 8), "safetensors.shape_missing", "a"},
+      {"ShapeMissing", raw_file(obj("\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}"), 8),
+       "safetensors.shape_missing", "a"},
       {"ShapeNotArray", raw_file(obj(entry("a", "F32", "2", "[0,8]")), 8), "safetensors.shape_type", "a"},
       {"RankAbove8", raw_file(obj(entry("a", "F32", "[1,1,1,1,1,1,1,1,2]", "[0,8]")), 8), "safetensors.rank", "a"},
       {"ShapeNegative", raw_file(obj(entry("a", "F32", "[-2]", "[0,8]")), 8), "safetensors.shape_negative", "a"},
       {"ShapeFloat", raw_file(obj(entry("a", "F32", "[2.5]", "[0,8]")), 8), "safetensors.shape_not_integer", "a"},
-      {"ShapeIntegralFloat", raw_file(obj(entry("a", "F32", "[2.0]", "[0,8]")), 8), "safetensors.shape_not_integer", "a"},
+      {"ShapeIntegralFloat", raw_file(obj(entry("a", "F32", "[2.0]", "[0,8]")), 8), "safetensors.shape_not_integer",
+       "a"},
       {"ShapeString", raw_file(obj(entry("a", "F32", "[\"2\"]", "[0,8]")), 8), "safetensors.shape_not_integer", "a"},
       {"ShapeBeyondU64", raw_file(obj(entry("a", "F32", "[18446744073709551616]", "[0,8]")), 8),
        "safetensors.shape_not_integer", "a"},
-      {"OffsetsMissing", raw_file(obj("\"a\":{\"dtype\":\"F32\",\"shape\":[2]}"), 8), "safetensors.offsets_missing", "a"},
+      {"OffsetsMissing", raw_file(obj("\"a\":{\"dtype\":\"F32\",\"shape\":[2]}"), 8), "safetensors.offsets_missing",
+       "a"},
       {"OffsetsNotArray", raw_file(obj(entry("a", "F32", "[2]", "8")), 8), "safetensors.offsets_type", "a"},
       {"OffsetsOneValue", raw_file(obj(entry("a", "F32", "[2]", "[8]")), 8), "safetensors.offsets_arity", "a"},
       {"OffsetsThreeValues", raw_file(obj(entry("a", "F32", "[2]", "[0,8,8]")), 8), "safetensors.offsets_arity", "a"},
@@ -115,7 +122,8 @@ std::vector<Case> cases() {
       {"OffsetsPastEof", raw_file(obj(entry("a", "F32", "[4]", "[0,16]")), 8), "safetensors.offsets_past_eof", "a"},
       {"OffsetsPastEofHuge", raw_file(obj(entry("a", "I8", "[8]", "[18446744073709551600,18446744073709551608]")), 8),
        "safetensors.offsets_past_eof", "a"},
-      {"OffsetsOverlap", raw_file(obj(ok_a + "," + entry("b", "F32", "[2]", "[4,12]")), 12), "safetensors.offsets_overlap", "b"},
+      {"OffsetsOverlap", raw_file(obj(ok_a + "," + entry("b", "F32", "[2]", "[4,12]")), 12),
+       "safetensors.offsets_overlap", "b"},
       {"OffsetsGap", raw_file(obj(entry("a", "F32", "[1]", "[0,4]") + "," + entry("b", "F32", "[1]", "[8,12]")), 12),
        "safetensors.offsets_gap", "b"},
       {"GapBeforeFirstTensor", raw_file(obj(entry("a", "F32", "[1]", "[4,8]")), 8), "safetensors.offsets_gap", "a"},
@@ -134,7 +142,8 @@ TEST_P(SafetensorsMalformed, RejectedWithItsRule) {
   auto check = [&](const Status& st, const std::string& via) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidFile) << via << ": " << st.to_string();
     EXPECT_EQ(st.rule(), c.rule) << via << ": " << st.to_string();
-    EXPECT_NE(st.message().find(path.string()), std::string::npos) << via << ": message must name the file: " << st.message();
+    EXPECT_NE(st.message().find(path.string()), std::string::npos)
+        << via << ": message must name the file: " << st.message();
     if (!c.tensor.empty())
       EXPECT_NE(st.message().find("tensor '" + c.tensor + "'"), std::string::npos) << via << ": " << st.message();
   };

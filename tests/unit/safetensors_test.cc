@@ -1,6 +1,8 @@
 // unit: valid safetensors files and checkpoints load exactly: single file, sharded with an index, a
 // directory without an index, zero-size tensors, metadata, and a write-then-read round trip of every dtype.
 // Files are built byte by byte here where the layout itself is what is tested.
+#include "io/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +12,6 @@
 #include <set>
 
 #include "core/dtype.h"
-#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace dsv4 {
@@ -28,14 +29,15 @@ std::vector<std::byte> random_bytes(size_t n, uint32_t seed) {
   return out;
 }
 
-std::string as_string(std::span<const std::byte> s) { return {reinterpret_cast<const char*>(s.data()), s.size()}; }
+std::string as_string(std::span<const std::byte> s) {
+  return {reinterpret_cast<const char*>(s.data()), s.size()};
+}
 
 TEST(Safetensors, HandBuiltFileParsesToTheBytesItDescribes) {
   // Header written by hand (not by our writer); tensors deliberately listed out of data order.
-  const std::string header =
-      R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[4,16]},)"
-      R"("s":{"dtype":"F8_E8M0","shape":[4],"data_offsets":[0,4]},)"
-      R"("__metadata__":{"format":"pt"}})";
+  const std::string header = R"({"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[4,16]},)"
+                             R"("s":{"dtype":"F8_E8M0","shape":[4],"data_offsets":[0,4]},)"
+                             R"("__metadata__":{"format":"pt"}})";
   std::string file(8, '\0');
   const uint64_t n = header.size();
   std::memcpy(file.data(), &n, 8);
@@ -75,12 +77,11 @@ TEST(Safetensors, EmptyHeaderIsAValidEmptyFile) {
 
 TEST(Safetensors, ZeroSizeTensorsAreAccepted) {
   // Zero-element tensors take no bytes; several may sit at the same offset, before or after data.
-  const std::string header =
-      R"({"e0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
-      R"("e1":{"dtype":"I64","shape":[3,0,5],"data_offsets":[0,0]},)"
-      R"("x":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
-      R"("e2":{"dtype":"BF16","shape":[0],"data_offsets":[4,4]},)"
-      R"("scalar":{"dtype":"I8","shape":[],"data_offsets":[4,5]}})";
+  const std::string header = R"({"e0":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                             R"("e1":{"dtype":"I64","shape":[3,0,5],"data_offsets":[0,0]},)"
+                             R"("x":{"dtype":"I32","shape":[1],"data_offsets":[0,4]},)"
+                             R"("e2":{"dtype":"BF16","shape":[0],"data_offsets":[4,4]},)"
+                             R"("scalar":{"dtype":"I8","shape":[],"data_offsets":[4,5]}})";
   std::string file(8, '\0');
   const uint64_t n = header.size();
   std::memcpy(file.data(), &n, 8);
@@ -100,8 +101,8 @@ TEST(Safetensors, ZeroSizeTensorsAreAccepted) {
 }
 
 TEST(Safetensors, WriteThenReadRoundTripsEveryDtype) {
-  const DType all[] = {DType::kBF16, DType::kF16, DType::kF32, DType::kF8E4M3,
-                       DType::kF8E8M0, DType::kI8, DType::kI32, DType::kI64};
+  const DType all[] = {DType::kBF16,   DType::kF16, DType::kF32, DType::kF8E4M3,
+                       DType::kF8E8M0, DType::kI8,  DType::kI32, DType::kI64};
   std::vector<TensorToWrite> ts;
   uint32_t seed = 1;
   for (DType d : all) {
@@ -118,7 +119,8 @@ TEST(Safetensors, WriteThenReadRoundTripsEveryDtype) {
   ASSERT_TRUE(f.is_ok()) << f.status().to_string();
   ASSERT_EQ(f->tensors().size(), ts.size());
   for (const auto& want : ts) {
-    auto it = std::find_if(f->tensors().begin(), f->tensors().end(), [&](const TensorInfo& t) { return t.name == want.name; });
+    auto it = std::find_if(f->tensors().begin(), f->tensors().end(),
+                           [&](const TensorInfo& t) { return t.name == want.name; });
     ASSERT_NE(it, f->tensors().end()) << want.name;
     EXPECT_EQ(it->dtype, want.dtype);
     EXPECT_EQ(dtype_name(it->dtype), want.name.substr(2));

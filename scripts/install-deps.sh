@@ -3,6 +3,9 @@
 # Idempotent: does nothing when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --build-only: just what building and running the engine needs (no JS test oracles).
+BUILD_ONLY=0
+[ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 
 PKGS=(cmake ninja-build g++ clang libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libpcre2-dev
       libcpp-httplib-dev libhwy-dev libomp-dev pkg-config)
@@ -12,8 +15,10 @@ for p in "${PKGS[@]}"; do
 done
 # Node.js and npm run the JS oracles. Some images ship them outside dpkg (where Debian's npm package
 # conflicts with the installed one), so test for the commands, and ask apt only when they are absent.
-command -v node >/dev/null 2>&1 || missing+=(nodejs)
-command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ "$BUILD_ONLY" -eq 0 ]; then
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
 if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -22,7 +27,7 @@ if ((${#missing[@]})); then
 fi
 
 # JavaScript oracles used by the tests (tokenizer port, the official openai client), pinned by lockfile.
-if [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
+if [ "$BUILD_ONLY" -eq 0 ] && [ -f tests/js/package.json ] && [ ! -d tests/js/node_modules ]; then
   echo "install-deps: npm packages for tests/js"
   (cd tests/js && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --silent; else npm install --no-audit --no-fund --silent; fi)
 fi

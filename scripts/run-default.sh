@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
-scripts/install-deps.sh
+scripts/install-deps.sh --build-only
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$JOBS" --target dsv4
 DSV4=build/release/tools/dsv4/dsv4

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "io/safetensors.h"
+#include "model/tensor_layout.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/mtp.h"
 
@@ -55,6 +56,8 @@ void parallel_for_sequences(const std::vector<std::vector<int64_t>>& groups, int
 Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir) {
   DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
   DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
+  // The whole tensor table first (names, dtypes, shapes), so a bad checkpoint names all its problems.
+  DSV4_RETURN_IF_ERROR(check_checkpoint(cfg, ck).to_status(dir.string()));
   DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(ck, cfg));
   auto m = std::unique_ptr<Model>(new Model());
   m->ctx_ = v4::ModelContext::make(cfg);

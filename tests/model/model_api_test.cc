@@ -134,7 +134,7 @@ TEST_F(LoaderRejects, MissingTensor) {
   const Status s = load_with([](auto& ts) {
     std::erase_if(ts, [](const TensorToWrite& t) { return t.name == "layers.1.attn.indexer.wq_b.scale"; });
   });
-  EXPECT_EQ(s.rule(), "model.missing_tensor") << s.to_string();
+  EXPECT_EQ(s.rule(), "checkpoint.layout") << s.to_string();
   EXPECT_NE(s.message().find("layers.1.attn.indexer.wq_b.scale"), std::string::npos);
 }
 
@@ -144,7 +144,7 @@ TEST_F(LoaderRejects, WrongShape) {
     t->shape = {128};
     t->bytes.resize(256);
   });
-  EXPECT_EQ(s.rule(), "model.tensor_shape") << s.to_string();
+  EXPECT_EQ(s.rule(), "checkpoint.layout") << s.to_string();
 }
 
 TEST_F(LoaderRejects, WrongDtype) {
@@ -152,7 +152,7 @@ TEST_F(LoaderRejects, WrongDtype) {
     auto* t = find(ts, "layers.2.attn.wq_a.scale");  // E8M0 scale stored as I8
     t->dtype = DType::kI8;
   });
-  EXPECT_EQ(s.rule(), "model.tensor_dtype") << s.to_string();
+  EXPECT_EQ(s.rule(), "checkpoint.layout") << s.to_string();
 }
 
 TEST_F(LoaderRejects, HashTableOutsideExpertRange) {

@@ -64,11 +64,12 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
                 selection->ids.begin() + i * selection->width);
   }
 
-  // 5. Per query: the index list [window (chronological, −1 padded) ‖ compressed], as the reference lays
-  // it out, since its order fixes the 64-block partition of the online softmax (golden README item 12).
-  // Window width: min(n, win) for a one-shot prefill from position 0 (reference prefill), else win
-  // (reference decode; chunks follow the decode layout).
-  const int64_t win_cols = start == 0 ? std::min(n, win) : win;
+  // 5. Per query: the index list [window (chronological, −1 padded to window_size) ‖ compressed], as the
+  // reference decode lays it out; its order fixes the 64-block partition of the online softmax (golden
+  // README item 12). The reference prefill pads the window only to min(S, window_size); the two agree
+  // whenever S ≥ window_size (every golden prefill), and using the decode layout everywhere makes one-shot
+  // prefill, chunks and decode bit-identical for every window size.
+  const int64_t win_cols = win;
   ref::SparseAttentionParams ap{H, D, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
   std::vector<const float*> rows;
   std::vector<float> o(static_cast<size_t>(n * H * D));

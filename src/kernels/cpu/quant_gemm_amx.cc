@@ -6,6 +6,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -81,32 +82,39 @@ void amx_rows(int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens
   uint16_t* apack = a_scratch(k);
   alignas(64) float c[2][16][16];
   configure_tiles();
-  for (int64_t nb = r0; nb < r1; nb += 16) {
-    const int n_valid = static_cast<int>(r1 - nb < 16 ? r1 - nb : 16);
-    decode_block(nb, n_valid, apack);
-    for (int64_t tb = 0; tb < token_tiles; tb += 2) {
-      const bool two = tb + 1 < token_tiles;
-      const uint32_t* b0 = xpack + tb * steps * 256;
-      const uint32_t* b1 = b0 + steps * 256;
-      _tile_zero(0);
-      _tile_zero(1);
-      for (int64_t s = 0; s < steps; ++s) {
-        _tile_loadd(2, apack + s * 512, 64);
-        _tile_loadd(3, b0 + s * 256, 64);
-        _tile_dpbf16ps(0, 2, 3);
-        if (two) {
-          _tile_loadd(4, b1 + s * 256, 64);
-          _tile_dpbf16ps(1, 2, 4);
+  // Token tiles are taken in chunks whose packed activations (≤ 512 KB) stay in L2 while the chunk sweeps
+  // this thread's row blocks; each chunk re-decodes the row block (amortised over up to 8 × 16 tokens).
+  // One token tile packs 16·k bf16 = 32·k bytes.
+  const int64_t chunk_tiles = std::max<int64_t>(2, std::min<int64_t>(8, (512 * 1024) / (k * 32))) / 2 * 2;
+  for (int64_t tc = 0; tc < token_tiles; tc += chunk_tiles) {
+    const int64_t tc_end = std::min(token_tiles, tc + chunk_tiles);
+    for (int64_t nb = r0; nb < r1; nb += 16) {
+      const int n_valid = static_cast<int>(r1 - nb < 16 ? r1 - nb : 16);
+      decode_block(nb, n_valid, apack);
+      for (int64_t tb = tc; tb < tc_end; tb += 2) {
+        const bool two = tb + 1 < tc_end;
+        const uint32_t* b0 = xpack + tb * steps * 256;
+        const uint32_t* b1 = b0 + steps * 256;
+        _tile_zero(0);
+        _tile_zero(1);
+        for (int64_t s = 0; s < steps; ++s) {
+          _tile_loadd(2, apack + s * 512, 64);
+          _tile_loadd(3, b0 + s * 256, 64);
+          _tile_dpbf16ps(0, 2, 3);
+          if (two) {
+            _tile_loadd(4, b1 + s * 256, 64);
+            _tile_dpbf16ps(1, 2, 4);
+          }
         }
-      }
-      _tile_stored(0, c[0], 64);
-      if (two) _tile_stored(1, c[1], 64);
-      for (int half = 0; half < (two ? 2 : 1); ++half) {
-        const int64_t t_base = (tb + half) * 16;
-        const int64_t t_end = n_tokens - t_base < 16 ? n_tokens - t_base : 16;
-        for (int64_t t = 0; t < t_end; ++t) {
-          float* o = out + (t_base + t) * n_rows + nb;
-          for (int n = 0; n < n_valid; ++n) o[n] = round_bf16 ? dsv4::round_bf16(c[half][n][t]) : c[half][n][t];
+        _tile_stored(0, c[0], 64);
+        if (two) _tile_stored(1, c[1], 64);
+        for (int half = 0; half < (two ? 2 : 1); ++half) {
+          const int64_t t_base = (tb + half) * 16;
+          const int64_t t_end = n_tokens - t_base < 16 ? n_tokens - t_base : 16;
+          for (int64_t t = 0; t < t_end; ++t) {
+            float* o = out + (t_base + t) * n_rows + nb;
+            for (int n = 0; n < n_valid; ++n) o[n] = round_bf16 ? dsv4::round_bf16(c[half][n][t]) : c[half][n][t];
+          }
         }
       }
     }

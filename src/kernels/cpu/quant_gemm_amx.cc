@@ -6,11 +6,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
-#include <vector>
 
-#include "core/formats.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -36,11 +33,19 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-uint16_t* a_scratch(int64_t k) {
-  thread_local std::vector<uint16_t> buf;
-  const auto need = static_cast<size_t>(k * 16);
-  if (buf.size() < need) buf.resize(need);
-  return buf.data();
+// NOTE: this file is compiled with AVX-512/AMX flags, so it must not instantiate or emit any inline or
+// template code shared with baseline files (std containers, core/formats.h helpers): the linker could
+// keep this copy for every caller. Hence the local bf16 rounding and the caller-provided scratch.
+inline float round_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+    u = (u | 0x00400000u) & 0xFFFF0000u;  // quiet NaN
+  } else {
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;  // round to nearest even
+  }
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 // One weight row's 32-K step as 32 bf16 in natural K order, written to dst (64 bytes).
@@ -77,17 +82,17 @@ inline void fp8_step_to_bf16(const uint8_t* codes32, float scale256, uint16_t* d
 // nb..nb+n_valid (rows past n_valid must be zero).
 template <typename DecodeBlock>
 void amx_rows(int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1, float* out,
-              bool round_bf16, DecodeBlock decode_block) {
+              bool round_bf16, uint16_t* apack, DecodeBlock decode_block) {
   const int64_t steps = k / 32, token_tiles = (n_tokens + 15) / 16;
-  uint16_t* apack = a_scratch(k);
   alignas(64) float c[2][16][16];
   configure_tiles();
   // Token tiles are taken in chunks whose packed activations (≤ 512 KB) stay in L2 while the chunk sweeps
   // this thread's row blocks; each chunk re-decodes the row block (amortised over up to 8 × 16 tokens).
   // One token tile packs 16·k bf16 = 32·k bytes.
-  const int64_t chunk_tiles = std::max<int64_t>(2, std::min<int64_t>(8, (512 * 1024) / (k * 32))) / 2 * 2;
+  int64_t chunk_tiles = (512 * 1024) / (k * 32);
+  chunk_tiles = chunk_tiles < 2 ? 2 : chunk_tiles > 8 ? 8 : chunk_tiles / 2 * 2;
   for (int64_t tc = 0; tc < token_tiles; tc += chunk_tiles) {
-    const int64_t tc_end = std::min(token_tiles, tc + chunk_tiles);
+    const int64_t tc_end = tc + chunk_tiles < token_tiles ? tc + chunk_tiles : token_tiles;
     for (int64_t nb = r0; nb < r1; nb += 16) {
       const int n_valid = static_cast<int>(r1 - nb < 16 ? r1 - nb : 16);
       decode_block(nb, n_valid, apack);
@@ -113,7 +118,7 @@ void amx_rows(int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens
           const int64_t t_end = n_tokens - t_base < 16 ? n_tokens - t_base : 16;
           for (int64_t t = 0; t < t_end; ++t) {
             float* o = out + (t_base + t) * n_rows + nb;
-            for (int n = 0; n < n_valid; ++n) o[n] = round_bf16 ? dsv4::round_bf16(c[half][n][t]) : c[half][n][t];
+            for (int n = 0; n < n_valid; ++n) o[n] = round_bf16 ? round_to_bf16(c[half][n][t]) : c[half][n][t];
           }
         }
       }
@@ -145,9 +150,9 @@ bool amx_pack_x(const float* x, int64_t n_tokens, int64_t k, uint32_t* out) {
 }
 
 void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16) {
+                       float* out, bool round_bf16, uint16_t* apack) {
   const int64_t steps = w.k / 32, half = w.k / 2;
-  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, [&](int64_t nb, int n_valid, uint16_t* a) {
+  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
     for (int64_t s = 0; s < steps; ++s) {
       uint16_t* step = a + s * 512;
       for (int n = 0; n < n_valid; ++n) {
@@ -160,9 +165,9 @@ void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_toke
 }
 
 void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
-                        int64_t r0, int64_t r1, float* out, bool round_bf16) {
+                        int64_t r0, int64_t r1, float* out, bool round_bf16, uint16_t* apack) {
   const int64_t steps = k / 32;
-  amx_rows(n_rows, k, xpack, n_tokens, r0, r1, out, round_bf16, [&](int64_t nb, int n_valid, uint16_t* a) {
+  amx_rows(n_rows, k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
     for (int64_t s = 0; s < steps; ++s) {
       uint16_t* step = a + s * 512;
       for (int n = 0; n < n_valid; ++n) std::memcpy(step + n * 32, w + (nb + n) * k + s * 32, 64);
@@ -172,9 +177,9 @@ void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint
 }
 
 void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16) {
+                       float* out, bool round_bf16, uint16_t* apack) {
   const int64_t steps = w.k / 32, scale_cols = (w.k + 127) / 128;
-  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, [&](int64_t nb, int n_valid, uint16_t* a) {
+  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
     for (int64_t s = 0; s < steps; ++s) {
       uint16_t* step = a + s * 512;
       for (int n = 0; n < n_valid; ++n) {

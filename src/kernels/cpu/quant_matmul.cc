@@ -40,7 +40,12 @@ bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_token
   if (xpack.size() < words) xpack.resize(words);
   if (!detail::amx_pack_x(x, n_tokens, k, xpack.data())) return false;
   const uint32_t* xp = xpack.data();
-  auto body = [&](int64_t r0, int64_t r1, int) { rows_fn(xp, r0, r1); };
+  auto body = [&](int64_t r0, int64_t r1, int) {
+    // Each thread's decoded 16-row block (kept in this baseline file: see quant_gemm_amx.cc).
+    thread_local std::vector<uint16_t> apack;
+    if (static_cast<int64_t>(apack.size()) < detail::amx_apack_elems(k)) apack.resize(static_cast<size_t>(detail::amx_apack_elems(k)));
+    rows_fn(xp, r0, r1, apack.data());
+  };
   if (opt.pool != nullptr) {
     opt.pool->parallel_for(n_rows, 16, body);
   } else {
@@ -103,8 +108,8 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
   const detail::AmxFp8Job job{w.codes, w.scales, w.n_rows, w.n_cols};
   if (try_amx(
           isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
-            detail::fp8_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
+            detail::fp8_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
           },
           opt))
     return;
@@ -126,8 +131,8 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
 #if defined(__x86_64__)
   if (try_amx(
           isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
-            detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
+            detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
           },
           opt))
     return;
@@ -145,8 +150,8 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
   const detail::AmxFp4Job job{w.packed, w.scales, w.n_rows, w.n_cols};
   if (try_amx(
           isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1) {
-            detail::fp4_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16);
+          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
+            detail::fp4_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
           },
           opt))
     return;

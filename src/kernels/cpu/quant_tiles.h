@@ -90,7 +90,9 @@ int64_t amx_packed_x_words(int64_t n_tokens, int64_t k);
 #if defined(__x86_64__)
 bool amx_pack_x(const float* x, int64_t n_tokens, int64_t k, uint32_t* out);
 
-// Rows [r0, r1) (r0 a multiple of 16) of out[t, n] (stride n_rows), for all n_tokens.
+// Rows [r0, r1) (r0 a multiple of 16) of out[t, n] (stride n_rows), for all n_tokens. apack: the calling
+// thread's scratch of amx_apack_elems(k) bf16 (16 decoded rows).
+inline int64_t amx_apack_elems(int64_t k) { return 16 * k; }
 struct AmxFp4Job {
   const uint8_t* packed;
   const uint8_t* scales;
@@ -102,11 +104,11 @@ struct AmxFp8Job {
   int64_t n_rows, k;
 };
 void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16);
+                       float* out, bool round_bf16, uint16_t* apack);
 void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
-                        int64_t r0, int64_t r1, float* out, bool round_bf16);
+                        int64_t r0, int64_t r1, float* out, bool round_bf16, uint16_t* apack);
 void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16);
+                       float* out, bool round_bf16, uint16_t* apack);
 #endif
 
 }  // namespace dsv4::kernels::detail

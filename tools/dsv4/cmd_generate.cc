@@ -1,9 +1,12 @@
 // tools: `dsv4 generate` — generate tokens from a model on the reference forward path: prefill the
-// prompt, then decode one token at a time, greedy (temperature 0) or sampled, printing ids as they come.
-// Text prompts need the tokenizer (src/tokenizer), which this build does not have yet: use --prompt-ids.
+// prompt, then decode one token at a time, greedy (temperature 0) or sampled. A text prompt is encoded
+// with the model's tokenizer.json and the output streamed as text (complete UTF-8 only); --prompt-ids
+// prints ids. --dry-run validates the config and prints the memory plan without touching weights.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -11,19 +14,59 @@
 
 #include "args.h"
 #include "command.h"
+#include "io/model_config.h"
+#include "model/cost_model.h"
 #include "model/model.h"
+#include "tokenizer/stream_decoder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dsv4::cli {
 namespace {
 
 constexpr const char* kUsage =
     "usage: dsv4 generate --model DIR (--prompt TEXT | --prompt-ids IDS) [-n N] [--temperature T] [--seed S]\n"
-    "                     [--ignore-eos]\n"
-    "  IDS: token ids separated by commas or spaces, or a file holding them\n"
+    "                     [--ignore-eos] [--tokenizer PATH] [--dry-run [--ctx-size N]]\n"
+    "  TEXT: encoded with DIR/tokenizer.json (or --tokenizer), BOS prepended; output printed as text\n"
+    "  IDS: token ids separated by commas or spaces, or a file holding them; output printed as ids\n"
     "  -n N            tokens to generate (default 16)\n"
     "  --temperature   0 = greedy (default); > 0 samples from softmax(logits / T)\n"
     "  --seed          sampling seed (default 0)\n"
-    "  --ignore-eos    keep going after the end-of-sequence token\n";
+    "  --ignore-eos    keep going after the end-of-sequence token\n"
+    "  --dry-run       validate DIR's config (or a config.json) and print the memory plan; no weights read\n"
+    "  --ctx-size N    context the plan is made for (default: the model's max_position_embeddings)\n";
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) b /= 1024.0, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
+  return buf;
+}
+
+// The memory a run of this config needs, from the config alone (spec §4 state layout).
+Status dry_run(const std::string& model_path, const Args& a) {
+  DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(model_path));
+  DSV4_ASSIGN_OR_RETURN(int64_t ctx, a.get_int("--ctx-size", cfg.max_position_embeddings, 1, int64_t{1} << 24));
+  const ParamCost params = param_cost(cfg);
+  std::printf("config: %s — valid (%lld layers + %lld MTP, vocab %lld)\n", model_path.c_str(),
+              static_cast<long long>(cfg.n_layers), static_cast<long long>(cfg.n_mtp_layers),
+              static_cast<long long>(cfg.vocab_size));
+  std::printf("weights as shipped:        %s (%.2fB params, %.2fB active per token)\n",
+              human_bytes(static_cast<double>(params.bytes_total)).c_str(), params.params_total / 1e9,
+              params.params_active_per_token / 1e9);
+  for (KvLayout layout : {KvLayout::kBf16Reference, KvLayout::kFp8}) {
+    const KvCost kv = kv_cost(cfg, ctx, layout);
+    std::printf("KV/state per sequence at %lld tokens (%s): %s (window %s, compressed %s, indexer %s, state %s)\n",
+                static_cast<long long>(ctx), std::string(kv_layout_name(layout)).c_str(),
+                human_bytes(static_cast<double>(kv.bytes_at_context)).c_str(),
+                human_bytes(static_cast<double>(kv.window_bytes)).c_str(),
+                human_bytes(static_cast<double>(kv.compressed_bytes)).c_str(),
+                human_bytes(static_cast<double>(kv.indexer_bytes)).c_str(),
+                human_bytes(static_cast<double>(kv.state_bytes)).c_str());
+  }
+  return Status::ok();
+}
 
 // Greedy: the first maximal logit. Sampled: inverse-CDF draw from softmax(logits / T), in float64.
 int32_t pick_token(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng) {
@@ -48,18 +91,29 @@ Status run(const Args& a) {
   if (!model_dir) return invalid_argument("cli.missing_flag", "--model is required");
   if (a.get("--prompt") && a.get("--prompt-ids"))
     return invalid_argument("cli.prompt_both", "give either --prompt or --prompt-ids, not both");
-  if (a.get("--prompt"))
-    return unimplemented("cli.no_tokenizer", "text prompts need the tokenizer, not in this build yet; use --prompt-ids");
+  if (a.has("--dry-run")) return dry_run(*model_dir, a);
+  const auto text_prompt = a.get("--prompt");
   auto ids_arg = a.get("--prompt-ids");
-  if (!ids_arg) return invalid_argument("cli.missing_flag", "--prompt or --prompt-ids is required");
-  std::string ids_text = *ids_arg;
-  if (std::ifstream f(*ids_arg); f) {
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids_text = ss.str();
+  if (!text_prompt && !ids_arg) return invalid_argument("cli.missing_flag", "--prompt or --prompt-ids is required");
+  std::optional<Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (text_prompt) {
+    const std::string tok_path = a.get_or("--tokenizer", (std::filesystem::path(*model_dir) / "tokenizer.json").string());
+    auto tok = Tokenizer::load(tok_path);
+    if (!tok.is_ok())
+      return Status(tok.status().code(), tok.status().rule(),
+                    "a text prompt needs the model's tokenizer: " + tok.status().message() + " (or use --prompt-ids)");
+    tokenizer = std::move(tok).value();
+  } else {
+    std::string ids_text = *ids_arg;
+    if (std::ifstream f(*ids_arg); f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      ids_text = ss.str();
+    }
+    DSV4_ASSIGN_OR_RETURN(prompt, parse_token_ids(ids_text));
+    if (prompt.empty()) return invalid_argument("cli.prompt_empty", "the prompt holds no token ids");
   }
-  DSV4_ASSIGN_OR_RETURN(auto prompt, parse_token_ids(ids_text));
-  if (prompt.empty()) return invalid_argument("cli.prompt_empty", "the prompt holds no token ids");
   DSV4_ASSIGN_OR_RETURN(int64_t n_new, a.get_int("--n", 16, 0, int64_t{1} << 30));
   DSV4_ASSIGN_OR_RETURN(double temperature, a.get_double("--temperature", 0.0, 0.0, 100.0));
   DSV4_ASSIGN_OR_RETURN(int64_t seed, a.get_int("--seed", 0, 0, INT64_MAX));
@@ -67,6 +121,17 @@ Status run(const Args& a) {
 
   DSV4_ASSIGN_OR_RETURN(auto model, Model::load(*model_dir));
   const int64_t V = model->config().vocab_size;
+  if (tokenizer) {
+    // Raw completion prompt: BOS then the text, user text never forging special tokens.
+    prompt = tokenizer->encode(*text_prompt, /*allow_special=*/false);
+    prompt.insert(prompt.begin(), static_cast<int32_t>(model->config().bos_token_id));
+    for (int32_t id : prompt)
+      if (id < 0 || id >= V)
+        return invalid_argument("cli.tokenizer_vocab", "the tokenizer produced id " + std::to_string(id) +
+                                                           " outside the model's vocabulary of " + std::to_string(V));
+  }
+  std::optional<StreamDecoder> decoder;
+  if (tokenizer) decoder.emplace(*tokenizer);
   auto seq = model->new_sequence();
   SequenceState* states[] = {seq.get()};
   std::mt19937_64 rng(static_cast<uint64_t>(seed));
@@ -77,11 +142,17 @@ Status run(const Args& a) {
   for (int64_t k = 0; k < n_new; ++k) {
     DSV4_RETURN_IF_ERROR(model->forward(batch, states, &logits));
     const int32_t next = pick_token(logits.data(), V, temperature, rng);
-    std::printf("%s%d", k ? " " : "", next);
+    const bool eos = next == model->config().eos_token_id;
+    if (decoder) {
+      if (!eos) std::fputs(decoder->push(next).c_str(), stdout);
+    } else {
+      std::printf("%s%d", k ? " " : "", next);
+    }
     std::fflush(stdout);
-    if (next == model->config().eos_token_id && !ignore_eos) break;
+    if (eos && !ignore_eos) break;
     batch = {{0, static_cast<int32_t>(seq->n_tokens()), next, true}};
   }
+  if (decoder) std::fputs(decoder->flush().c_str(), stdout);
   std::printf("\n");
   return Status::ok();
 }
@@ -94,8 +165,9 @@ int cmd_generate(int argc, char** argv) {
     if (a == "-n") a = "--n";
     av.push_back(a.data());
   }
-  auto args = Args::parse(argc, av.data(), {"--model", "--prompt", "--prompt-ids", "--n", "--temperature", "--seed"},
-                          {"--ignore-eos", "--help"});
+  auto args = Args::parse(argc, av.data(), {"--model", "--prompt", "--prompt-ids", "--n", "--temperature", "--seed",
+                                                    "--tokenizer", "--ctx-size"},
+                          {"--ignore-eos", "--help", "--dry-run"});
   if (args.is_ok() && !args->positional().empty())
     args = Result<Args>(invalid_argument("cli.positional", "unexpected argument '" + args->positional()[0] + "'"));
   if (!args.is_ok()) {

@@ -28,6 +28,7 @@ struct ApiTool {
   std::string name;
   std::string description;
   std::string parameters_json;  // the JSON schema, serialized in the client's key order
+  std::string function_json;    // the client's whole `function` object (rendered as sent; chat-format §2.3)
 };
 
 enum class ToolChoiceKind { kAuto, kNone, kRequired, kNamed };

@@ -365,6 +365,7 @@ std::optional<ApiError> parse_tools(const Json& root, const RequestLimits& limit
     } else {
       tool.parameters_json = "{}";
     }
+    tool.function_json = fn->dump(-1, ' ', false, Json::error_handler_t::replace);
     req->tools.push_back(std::move(tool));
   }
   return std::nullopt;

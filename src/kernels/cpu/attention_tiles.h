@@ -1,0 +1,50 @@
+// kernels (internal): the per-ISA inner loops of the attention kernels (sparse_attention.h, indexer.h).
+// The drivers stay in baseline code and own every rounding step the reference fixes; these functions
+// only compute dot products and the double P·V accumulation, so an ISA file holds no shared inline or
+// template code (see quant_tiles.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/isa.h"
+
+namespace dsv4::kernels::detail {
+
+// scores[h * n_rows + j] = (q_h · rows[j]) · scale for h < n_heads, j < n_rows. q: [n_heads, d].
+// Scalar: double accumulation in index order, rounded to fp32 (ref::dot_f64); vector ISAs: fp32 lanes.
+using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
+                              float scale, float* scores);
+// block[i] += Σ_j probs[j] · rows[j][i] for i < d, in double, j in order (exact products, one rounding
+// per addition: bit-identical on every ISA).
+using AttnPvFn = void (*)(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+
+// Lightning-indexer head sums for keys [k0, k1): for each key t,
+//   acc = Σ_h (in head order, double) bf16(ReLU(bf16(q_h·k_t)) · w_h);  scores[t] = bf16(float(acc)).
+// q: [n_heads, d], keys: [n_keys, d] (row stride d). Scalar: double dots; vector ISAs: fp32-lane dots.
+using IndexerScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0,
+                                 int64_t k1, const float* w, float* scores);
+
+void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
+                        float scale, float* scores);
+void attn_pv_scalar(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                           const float* w, float* scores);
+#if defined(__x86_64__)
+void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
+                      float scale, float* scores);
+void attn_pv_avx2(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                         const float* w, float* scores);
+void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
+                        float scale, float* scores);
+void attn_pv_avx512(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                           const float* w, float* scores);
+#endif
+
+// isa already resolved (kAmx uses the AVX-512 loops).
+AttnScoresFn attn_scores_for(Isa isa);
+AttnPvFn attn_pv_for(Isa isa);
+IndexerScoresFn indexer_scores_for(Isa isa);
+
+}  // namespace dsv4::kernels::detail

@@ -1,0 +1,66 @@
+// kernels: portable attention loops (the kScalar ISA) and the per-ISA dispatch of attention_tiles.h.
+// The scalar dots accumulate in double in index order, exactly as ref::dot_f64, so the scalar kernels
+// are bit-identical to the reference for every input.
+#include <cstdint>
+
+#include "core/formats.h"
+#include "kernels/cpu/attention_tiles.h"
+#include "ops/reference/common.h"
+
+namespace dsv4::kernels::detail {
+
+void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
+                        float scale, float* scores) {
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t j = 0; j < n_rows; ++j) scores[h * n_rows + j] = ref::dot_f64(q + h * d, rows[j], d) * scale;
+}
+
+void attn_pv_scalar(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block) {
+  for (int64_t j = 0; j < n_rows; ++j) {
+    const double p = probs[j];
+    const float* r = rows[j];
+    for (int64_t i = 0; i < d; ++i) block[i] += p * static_cast<double>(r[i]);
+  }
+}
+
+void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                           const float* w, float* scores) {
+  for (int64_t t = k0; t < k1; ++t) {
+    double acc = 0.0;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float s = round_bf16(ref::dot_f64(q + h * d, keys + t * d, d));
+      const float r = s > 0.0f ? s : 0.0f;
+      acc += static_cast<double>(round_bf16(r * w[h]));
+    }
+    scores[t] = round_bf16(static_cast<float>(acc));
+  }
+}
+
+AttnScoresFn attn_scores_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_scores_avx512;
+  if (isa == Isa::kAvx2) return attn_scores_avx2;
+#endif
+  (void)isa;
+  return attn_scores_scalar;
+}
+
+AttnPvFn attn_pv_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_pv_avx512;
+  if (isa == Isa::kAvx2) return attn_pv_avx2;
+#endif
+  (void)isa;
+  return attn_pv_scalar;
+}
+
+IndexerScoresFn indexer_scores_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return indexer_scores_avx512;
+  if (isa == Isa::kAvx2) return indexer_scores_avx2;
+#endif
+  (void)isa;
+  return indexer_scores_scalar;
+}
+
+}  // namespace dsv4::kernels::detail

@@ -1,0 +1,76 @@
+// kernels: lightning-indexer scores (split across the pool by keys; each key's score is one fixed
+// sequence of operations, so thread count and tiling change no bit) and the radix top-k.
+#include "kernels/cpu/indexer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace dsv4::kernels {
+
+void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const float* keys, int64_t n_keys,
+                    const float* w, float* scores, const AttentionOptions& opt) {
+  DSV4_CHECK(n_heads > 0 && head_dim > 0 && n_keys >= 0, "indexer_scores: bad shape");
+  if (n_keys == 0) return;
+  const auto fn = detail::indexer_scores_for(resolve_isa(opt.isa));
+  constexpr int64_t kGrain = 16;  // whole 16-key tiles per thread
+  if (!opt.pool || opt.pool->n_chunks(n_keys, kGrain) <= 1) {
+    fn(q, n_heads, head_dim, keys, 0, n_keys, w, scores);
+    return;
+  }
+  opt.pool->parallel_for(n_keys, kGrain,
+                         [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
+}
+
+namespace {
+
+// Order-preserving image of a float: a > b ⇔ key(a) > key(b), and −0 == +0 map to one key (the
+// reference compares with `>`, under which they tie).
+inline uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+}  // namespace
+
+void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScratch& scratch) {
+  DSV4_CHECK(k >= 0 && k <= n, "topk_desc: k out of range");
+  if (k == 0) return;
+  auto& key = scratch.keys;
+  key.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) key[static_cast<size_t>(i)] = order_key(scores[i]);
+
+  // Radix select of the k-th largest key, one byte at a time from the top.
+  uint32_t prefix = 0, mask = 0;
+  int64_t need = k;  // how many of the keys matching `prefix` so far still belong to the top k
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    int64_t hist[256];
+    std::memset(hist, 0, sizeof(hist));
+    for (uint32_t v : key)
+      if ((v & mask) == prefix) ++hist[(v >> shift) & 0xFFu];
+    int b = 255;
+    for (; b > 0 && need > hist[b]; --b) need -= hist[b];
+    prefix |= static_cast<uint32_t>(b) << shift;
+    mask |= 0xFFu << shift;
+  }
+  // Everything above the threshold key, then the first `need` equal to it in index order (the tie rule).
+  auto& picked = scratch.picked;
+  picked.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t v = key[static_cast<size_t>(i)];
+    if (v > prefix || (v == prefix && need-- > 0)) picked.push_back(static_cast<int32_t>(i));
+  }
+  DSV4_DCHECK(static_cast<int64_t>(picked.size()) == k, "topk_desc: selection count");
+  std::sort(picked.begin(), picked.end(), [&](int32_t a, int32_t b) {
+    const uint32_t ka = key[static_cast<size_t>(a)], kb = key[static_cast<size_t>(b)];
+    return ka != kb ? ka > kb : a < b;
+  });
+  std::copy(picked.begin(), picked.end(), out);
+}
+
+}  // namespace dsv4::kernels

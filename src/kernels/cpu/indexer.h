@@ -1,0 +1,41 @@
+// kernels: the lightning indexer on the CPU (spec §2.6): the score of every visible compressed key for
+// one query, and the top-k selection with the reference's tie rule.
+//
+//   scores[t] = bf16(Σ_h bf16(ReLU(bf16(q_h·k_t)) · w_h))   (the head sum in double, in head order)
+//
+// Numerics against ref::indexer_scores (tests/unit/kernel_indexer_test.cc checks both):
+//  * Isa::kScalar: double dots in index order, bit-identical always.
+//  * Vector ISAs: each q_h·k_t is summed in fp32 lanes; every later step is the reference's. In the model
+//    q and k are FP4-simulated (E2M1 × power-of-two scale per 32-block): all their products are multiples
+//    of 2^(e_min−2) below 36·2^e_max, so with head_dim = 128 every partial sum is exact in fp32 whenever
+//    the 32-block scale exponents of q_h and k_t (summed per block) span at most 9 binades, and the
+//    scores are then bit-identical in any summation order. Outside that condition (or for arbitrary
+//    floats) a head term may move by one bf16 ulp: |score − ref| ≤ 2^-7·Σ_h |term_h| + 2^-7·|ref|.
+//
+// topk_desc returns the k largest scores in descending order with ties to the lower index — exactly the
+// reference's stable descending sort (golden README contract item 2) for any input without NaN.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/sparse_attention.h"
+
+namespace dsv4::kernels {
+
+// q [n_heads, head_dim] (after RoPE, Hadamard and FP4 simulation); keys [n_keys, head_dim];
+// w [n_heads] (bf16 head weights, already scaled); scores [n_keys]. Keys are split across opt.pool.
+void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const float* keys, int64_t n_keys,
+                    const float* w, float* scores, const AttentionOptions& opt);
+
+// Working memory of topk_desc, reused across calls.
+struct TopkScratch {
+  std::vector<uint32_t> keys;
+  std::vector<int32_t> picked;
+};
+
+// The k largest of scores[n] in descending order, equal scores to the lower index; k ≤ n. O(n + k log k):
+// a radix select on the order-preserving 32-bit image of each score, then a sort of the k picked.
+void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScratch& scratch);
+
+}  // namespace dsv4::kernels

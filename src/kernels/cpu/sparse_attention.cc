@@ -1,0 +1,89 @@
+// kernels: sparse attention driver — the reference's block-of-64 online softmax per head, with the dots
+// and P·V handed to the per-ISA loops of attention_tiles.h. Heads are split across the pool (each head's
+// result is computed by one thread with the same operations, so any thread count gives the same bits).
+#include "kernels/cpu/sparse_attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "core/formats.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace dsv4::kernels {
+namespace {
+
+constexpr int64_t kBlock = 64;  // the reference's online-softmax block (golden README item 12)
+
+void heads_range(const SparseAttentionShape& p, const float* q, const float* const* rows, int64_t n_idx,
+                 const float* sink, float* out, int64_t h0, int64_t h1, SparseAttentionScratch::Slot& s,
+                 detail::AttnScoresFn scores_fn, detail::AttnPvFn pv_fn) {
+  const int64_t D = p.head_dim, nh = h1 - h0;
+  s.visible.resize(kBlock);
+  s.scores.resize(static_cast<size_t>(nh * kBlock));
+  s.probs.resize(kBlock);
+  s.block.resize(static_cast<size_t>(D));
+  s.acc.assign(static_cast<size_t>(nh * D), 0.0f);
+  s.m.assign(static_cast<size_t>(nh), -INFINITY);
+  s.l.assign(static_cast<size_t>(nh), 0.0f);
+  for (int64_t b0 = 0; b0 < n_idx; b0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n_idx - b0);
+    int64_t nv = 0;
+    for (int64_t j = 0; j < nb; ++j)
+      if (rows[b0 + j]) s.visible[static_cast<size_t>(nv++)] = rows[b0 + j];
+    // A fully masked block leaves m, l and acc unchanged in the reference (rescale exp(0) = 1, adds +0).
+    if (nv == 0) continue;
+    scores_fn(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* sc = s.scores.data() + h * nv;
+      float& m = s.m[static_cast<size_t>(h)];
+      float bmax = m;
+      for (int64_t j = 0; j < nv; ++j) bmax = std::max(bmax, sc[j]);
+      if (bmax == -INFINITY) continue;
+      const float rescale = std::exp(m - bmax);
+      double psum = 0.0;
+      for (int64_t j = 0; j < nv; ++j) {
+        const float pj = std::exp(sc[j] - bmax);
+        psum += pj;
+        s.probs[static_cast<size_t>(j)] = round_bf16(pj);
+      }
+      std::fill(s.block.begin(), s.block.end(), 0.0);
+      pv_fn(s.probs.data(), s.visible.data(), nv, D, s.block.data());
+      float& l = s.l[static_cast<size_t>(h)];
+      l = l * rescale + static_cast<float>(psum);
+      float* acc = s.acc.data() + h * D;
+      for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * rescale + static_cast<float>(s.block[static_cast<size_t>(d)]);
+      m = bmax;
+    }
+  }
+  for (int64_t h = 0; h < nh; ++h) {
+    const float l = s.l[static_cast<size_t>(h)] + std::exp(sink[h0 + h] - s.m[static_cast<size_t>(h)]);
+    const float* acc = s.acc.data() + h * D;
+    float* o = out + (h0 + h) * D;
+    for (int64_t d = 0; d < D; ++d) o[d] = round_bf16(acc[d] / l);
+  }
+}
+
+}  // namespace
+
+void sparse_attention(const SparseAttentionShape& shape, const float* q, const float* const* rows, int64_t n_idx,
+                      const float* sink, float* out, SparseAttentionScratch& scratch, const AttentionOptions& opt) {
+  DSV4_CHECK(shape.n_heads > 0 && shape.head_dim > 0 && n_idx >= 0, "sparse_attention: bad shape");
+  const Isa isa = resolve_isa(opt.isa);
+  const auto scores_fn = detail::attn_scores_for(isa);
+  const auto pv_fn = detail::attn_pv_for(isa);
+  // Four heads per grain keeps the vector loops' 4-head groups whole.
+  constexpr int64_t kGrain = 4;
+  const int n_chunks = opt.pool ? opt.pool->n_chunks(shape.n_heads, kGrain) : 1;
+  if (static_cast<int>(scratch.slots.size()) < n_chunks) scratch.slots.resize(static_cast<size_t>(n_chunks));
+  if (!opt.pool || n_chunks <= 1) {
+    heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn);
+    return;
+  }
+  opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int c) {
+    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(c)], scores_fn, pv_fn);
+  });
+}
+
+}  // namespace dsv4::kernels

@@ -1,0 +1,63 @@
+// kernels: the sparse attention core on the CPU (spec §2.8): one query, all heads, over an ordered list
+// of selected K = V latent rows with a learned sink. It follows ref::sparse_attention's structure exactly
+// — online softmax over blocks of 64 list entries (golden README item 12), fp32 exp of each score, the
+// block's probability sum in double, probabilities rounded to bf16 for P·V, P·V accumulated in double in
+// list order, fp32 rescaling, sink in the denominator only, bf16 output — and vectorises only the q·k
+// dots (fp32 lanes, one K row loaded once for a group of heads) and P·V (double lanes over head_dim).
+//
+// Numerics against the reference (tests/unit/kernel_attention_test.cc checks both):
+//  * Isa::kScalar accumulates the dots in double in the reference's order: bit-identical always.
+//  * Vector ISAs sum each q·k in fp32 lanes; everything after the score is the reference's own sequence
+//    of operations, so the output is bit-identical whenever every dot is exact in fp32 (any summation
+//    order then gives the same score), and otherwise within
+//        |out − ref| ≤ 2^-6 · max_j |row_j[d]|      (per element d of every head)
+//    — one bf16 ulp of a probability (2^-8 relative, fed through the convex P·V combination) plus one
+//    bf16 ulp of the output (≤ 2^-7 relative to |out| ≤ max_j |row_j[d]|), with room for the fp32
+//    score error (γ_D·Σ|q·k|, far below either).
+//
+// Masked entries (nullptr rows) are skipped: in the reference they add exp(−inf) = +0 to the sum and
+// nothing to P·V, so skipping them changes no bit; they still count for the 64-block partition.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+
+namespace dsv4 {
+class ThreadPool;
+}
+
+namespace dsv4::kernels {
+
+struct SparseAttentionShape {
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  float scale = 0.0f;  // head_dim^-0.5
+};
+
+struct AttentionOptions {
+  Isa isa = Isa::kAuto;        // forced ISA (tests, bench); unsupported requests fall back to the best
+  ThreadPool* pool = nullptr;  // heads are split across the pool; nullptr runs on the calling thread
+};
+
+// Per-thread working memory, grown on first use and reused by later calls (no allocation in the step
+// loop once warm). One scratch must not be shared by concurrent calls.
+struct SparseAttentionScratch {
+  struct Slot {
+    std::vector<const float*> visible;  // non-masked rows of the current block
+    std::vector<float> scores;          // [heads of the chunk, 64]
+    std::vector<float> probs;           // [64] bf16 probabilities
+    std::vector<double> block;          // [head_dim] the block's P·V in double
+    std::vector<float> acc;             // [heads of the chunk, head_dim]
+    std::vector<float> m, l;            // [heads of the chunk] running max / denominator
+  };
+  std::vector<Slot> slots;  // one per pool chunk
+};
+
+// q [n_heads, head_dim]; rows[n_idx]: KV rows [head_dim], nullptr = masked; sink [n_heads];
+// out [n_heads, head_dim] (bf16 values). The list order fixes the 64-block partition.
+void sparse_attention(const SparseAttentionShape& shape, const float* q, const float* const* rows, int64_t n_idx,
+                      const float* sink, float* out, SparseAttentionScratch& scratch, const AttentionOptions& opt);
+
+}  // namespace dsv4::kernels

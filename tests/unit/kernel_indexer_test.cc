@@ -1,0 +1,131 @@
+// unit: kernels::indexer_scores against ref::indexer_scores and kernels::topk_desc against
+// ref::topk_desc (the stable descending sort of the golden contract). FP4-simulated q and keys (what the
+// model feeds) give bit-identical scores on every ISA over a grid of head counts, head dims and key
+// counts around the 8/16-key tiles; keys with a wide spread of block scales stay within the documented
+// bound. Top-k matches the reference exactly, ties (including −0 vs +0) going to the lower index.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "core/formats.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/indexer.h"
+#include "ops/reference/indexer.h"
+
+namespace dsv4::kernels {
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::kScalar};
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+    if (isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+// Gaussian rows, FP4-simulated per 32-block; `spread` multiplies block b by 2^(spread·b) before the
+// quantization (0: the model's Hadamard-rotated vectors, whose blocks have similar scales).
+std::vector<float> fp4_rows(std::mt19937& rng, int64_t n, int64_t d, int spread) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * d));
+  for (int64_t i = 0; i < n * d; ++i) x[static_cast<size_t>(i)] = std::ldexp(nd(rng), spread * static_cast<int>((i % d) / 32));
+  for (int64_t r = 0; r < n; ++r) fake_quant_fp4(std::span<float>(x.data() + r * d, static_cast<size_t>(d)), 32);
+  return x;
+}
+
+std::vector<float> head_weights(std::mt19937& rng, int64_t nh) {
+  std::normal_distribution<float> nd(0.0f, 0.2f);
+  std::vector<float> w(static_cast<size_t>(nh));
+  for (auto& v : w) v = round_bf16(nd(rng));  // negative weights too (golden README item 11)
+  return w;
+}
+
+bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
+
+TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
+  std::mt19937 rng(11);
+  ThreadPool pool(3);
+  for (int64_t nh : {1, 4, 7, 64})
+    for (int64_t hd : {32, 64, 128})
+      for (int64_t n : {1, 7, 8, 15, 16, 17, 33, 300}) {
+        const auto q = fp4_rows(rng, nh, hd, 0);
+        auto keys = fp4_rows(rng, n, hd, 0);
+        if (n > 3) std::copy(keys.begin(), keys.begin() + hd, keys.begin() + 3 * hd);  // a duplicate key: a tie
+        const auto w = head_weights(rng, nh);
+        std::vector<float> want(static_cast<size_t>(n));
+        ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+        for (Isa isa : isas())
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> got(static_cast<size_t>(n), -7.0f);
+            indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, p});
+            for (int64_t t = 0; t < n; ++t)
+              ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
+                  << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n << " t=" << t << ": "
+                  << got[static_cast<size_t>(t)] << " vs " << want[static_cast<size_t>(t)];
+          }
+      }
+}
+
+TEST(KernelIndexer, ScoresWithinBoundForWideBlockScales) {
+  std::mt19937 rng(12);
+  const int64_t nh = 8, hd = 128, n = 200;
+  const auto q = fp4_rows(rng, nh, hd, 9);
+  const auto keys = fp4_rows(rng, n, hd, 9);  // block scales 2^0..2^27 apart: fp32 sums are not exact
+  const auto w = head_weights(rng, nh);
+  std::vector<float> want(static_cast<size_t>(n));
+  ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+  // Σ_h |term_h| from the reference's own terms.
+  std::vector<double> abs_terms(static_cast<size_t>(n), 0.0);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < nh; ++h) {
+      double dot = 0;
+      for (int64_t i = 0; i < hd; ++i) dot += static_cast<double>(q[static_cast<size_t>(h * hd + i)]) * keys[static_cast<size_t>(t * hd + i)];
+      const float s = round_bf16(static_cast<float>(dot));
+      abs_terms[static_cast<size_t>(t)] += std::fabs(round_bf16((s > 0 ? s : 0.0f) * w[static_cast<size_t>(h)]));
+    }
+  for (Isa isa : isas()) {
+    std::vector<float> got(static_cast<size_t>(n));
+    indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, nullptr});
+    for (int64_t t = 0; t < n; ++t) {
+      const double r = want[static_cast<size_t>(t)];
+      const double bound = std::ldexp(abs_terms[static_cast<size_t>(t)], -7) + std::ldexp(std::fabs(r), -7);
+      EXPECT_LE(std::fabs(got[static_cast<size_t>(t)] - r), bound) << isa_name(isa) << " t=" << t;
+    }
+  }
+}
+
+TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
+  std::mt19937 rng(13);
+  TopkScratch scratch;
+  for (int64_t n : {1, 2, 5, 64, 257, 1000, 5000}) {
+    // Few distinct values (many ties), both zeros, negatives and one large outlier.
+    std::uniform_int_distribution<int> v(-6, 6);
+    std::vector<float> s(static_cast<size_t>(n));
+    for (auto& x : s) x = static_cast<float>(v(rng)) * 0.25f;
+    for (size_t i = 0; i < s.size(); i += 7) s[i] = (i % 2) ? -0.0f : 0.0f;
+    s[s.size() / 2] = 1e30f;
+    for (int64_t k : {int64_t{0}, int64_t{1}, n / 3, n / 2, n - 1, n}) {
+      if (k < 0) continue;
+      std::vector<int32_t> want(static_cast<size_t>(k)), got(static_cast<size_t>(k), -1);
+      ref::topk_desc(s.data(), n, k, want.data());
+      topk_desc(s.data(), n, k, got.data(), scratch);
+      ASSERT_EQ(got, want) << "n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(KernelIndexer, TopkTiesGoToLowerIndex) {
+  // Most real ties are exact zeros (every head's ReLU is zero): the k picked must be the first k indices.
+  const std::vector<float> s{0.0f, 0.5f, 0.0f, -0.0f, 0.0f, 0.5f, 0.0f};
+  TopkScratch scratch;
+  std::vector<int32_t> got(4);
+  topk_desc(s.data(), 7, 4, got.data(), scratch);
+  EXPECT_EQ(got, (std::vector<int32_t>{1, 5, 0, 2}));
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

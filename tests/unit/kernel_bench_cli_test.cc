@@ -3,6 +3,7 @@
 // (routed experts at n_activated / n_routed) as computed here independently from the tensor list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -16,7 +17,7 @@ namespace {
 TEST(KernelBenchCli, JsonReportAtTinySizes) {
   const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
   const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 2 --probe-mb 8" +
-                                   " --working-set-mb 8 --min-time 0.01 --model " + ckpt_dir.string() + " 2>&1");
+                                   " --working-set-mb 8 --min-time 0.01 --contexts 64,4096 --model " + ckpt_dir.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_GT(j["read_probe"]["best_gbps"].get<double>(), 0.0);
@@ -55,12 +56,35 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   EXPECT_NEAR(j["model"]["routed_expert_bytes_per_token"].get<double>(), routed, 1e-6 * routed);
   EXPECT_GT(j["model"]["weight_bytes_per_decode_token"].get<double>(), routed);
   EXPECT_LT(j["model"]["weight_bytes_per_decode_token"].get<double>(), static_cast<double>(ckpt->total_bytes()));
+
+  // Attention section: the checkpoint's CSA shapes, one row per --contexts entry, the selection capped by
+  // index_topk and the number of compressed entries.
+  const auto& att = j["attention"];
+  EXPECT_EQ(att["n_heads"].get<int64_t>(), cfg->n_heads);
+  EXPECT_EQ(att["head_dim"].get<int64_t>(), cfg->head_dim);
+  EXPECT_EQ(att["index_topk"].get<int64_t>(), cfg->index_topk);
+  const int64_t ratio = att["ratio"].get<int64_t>();
+  EXPECT_EQ(ratio, 4);  // the tiny config's first CSA layer
+  ASSERT_EQ(att["contexts"].size(), 2u);
+  for (const auto& row : att["contexts"]) {
+    const int64_t ctx = row["context"];
+    EXPECT_EQ(row["compressed_entries"].get<int64_t>(), ctx / ratio);
+    EXPECT_EQ(row["selected"].get<int64_t>(), std::min<int64_t>(cfg->index_topk, ctx / ratio));
+    EXPECT_GT(row["csa_us_per_token"].get<double>(), 0.0);
+    EXPECT_GT(row["dense_us_per_token"].get<double>(), 0.0);
+    EXPECT_GE(row["indexer_us"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(att["contexts"][0]["context"].get<int64_t>(), 64);
+  EXPECT_EQ(att["contexts"][1]["context"].get<int64_t>(), 4096);
 }
 
 TEST(KernelBenchCli, RejectsBadFlags) {
   auto r = test::run_command(test::cli_path().string() + " bench --isa sse9 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_isa"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --contexts 64,,8 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.bad_contexts"), std::string::npos) << r.output;
   r = test::run_command(test::cli_path().string() + " bench --model /nonexistent/dir --probe-mb 1 2>&1");
   EXPECT_NE(r.exit_code, 0);
 }

@@ -1,9 +1,9 @@
 // tools: `dsv4 bench` — the machine's read bandwidth (its own STREAM-like probe), then the quantized
 // weight kernels at real DeepSeek-V4-Flash shapes: decode GEMV as achieved GB/s of weight bytes and its
-// ratio to the probe (decode is bandwidth-bound), prefill GEMM as GFLOP/s. Model-level figures (tokens/s,
-// bytes per token, attention per context) need the forward pass and are not measured yet.
+// ratio to the probe (decode is bandwidth-bound), prefill GEMM as GFLOP/s, and the per-token attention
+// cost of a CSA layer against dense attention as the context grows (bench_attention.cc).
 #include <algorithm>
-#include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "args.h"
+#include "bench_attention.h"
+#include "bench_model.h"
+#include "bench_util.h"
 #include "command.h"
 #include "core/dtype.h"
 #include "core/quant.h"
@@ -28,15 +31,22 @@ namespace dsv4::cli {
 namespace {
 
 using kernels::Isa;
-using Clock = std::chrono::steady_clock;
+using bench::splitmix;
+using bench::time_per_call;
 
 constexpr const char* kUsage =
     "usage: dsv4 bench [--model DIR] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
-    "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS]\n"
+    "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
+    "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
-    "  --model: also the checkpoint's weight bytes read per decode token and the tokens/s the probe allows.\n"
+    "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
+    "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
+    "  1, 4, 8 (--decode-steps after a --decode-prompt per sequence, default 16 / 16) with the weight bytes\n"
+    "  each step reads from the run's own routing, achieved GB/s and its ratio to the probe.\n"
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
-    "  so that both read DRAM, not cache.\n";
+    "  so that both read DRAM, not cache.\n"
+    "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
+    "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
 
 enum class Kind { kFp4, kFp8, kBf16 };
 
@@ -62,13 +72,6 @@ const Shape kShapes[] = {
     {"attn.compressor.wkv (r=4)", Kind::kBf16, 1024, 4096},
     {"ffn.gate", Kind::kBf16, 256, 4096},
 };
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 void fill_codes(std::vector<uint8_t>& v, uint64_t seed, bool fp8) {
   for (size_t i = 0; i < v.size(); i += 8) {
@@ -140,21 +143,6 @@ int64_t matrix_bytes(const Shape& s) {
   return 2 * s.n_rows * s.n_cols;
 }
 
-// Runs `step(i)` (i = 0, 1, 2, ...) until at least `min_time` seconds and `min_iters` calls have passed;
-// returns seconds per call.
-template <typename Step>
-double time_per_call(double min_time, int64_t min_iters, Step step) {
-  step(0);  // warm-up
-  int64_t iters = 0;
-  const auto t0 = Clock::now();
-  double elapsed = 0;
-  while (iters < min_iters || elapsed < min_time) {
-    step(iters++);
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  return elapsed / static_cast<double>(iters);
-}
-
 // Weight bytes one decode token reads from a checkpoint (spec §3 names): every backbone tensor in full,
 // except the routed experts (n_activated of n_routed per layer), the embedding and the hash-routing tables
 // (one row each). MTP / DSpark stages (speculative decoding only) are counted separately.
@@ -183,7 +171,8 @@ Result<DecodeBytes> decode_bytes(const std::string& dir) {
 }
 
 int cmd_bench(int argc, char** argv) {
-  auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time"},
+  auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -208,12 +197,37 @@ int cmd_bench(int argc, char** argv) {
   if (!ws_mb.is_ok()) return report_error("bench", ws_mb.status());
   if (!min_time.is_ok()) return report_error("bench", min_time.status());
   const bool json = args.has("--json");
+  std::vector<int64_t> contexts;
+  {
+    const std::string list = args.get_or("--contexts", "1024,4096,16384,65536");
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      const std::string item = list.substr(pos, comma - pos);
+      char* end = nullptr;
+      const long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 1 || v > (1ll << 22))
+        return report_error("bench", invalid_argument("bench.bad_contexts", "--contexts wants N,N,... in [1, 4194304]"));
+      contexts.push_back(v);
+      pos = comma + 1;
+    }
+  }
+  std::optional<ModelConfig> model_cfg;
+  auto prefill_tokens = args.get_int("--prefill-tokens", 128, 1, 1 << 20);
+  auto decode_steps = args.get_int("--decode-steps", 16, 1, 1 << 20);
+  auto decode_prompt = args.get_int("--decode-prompt", 16, 1, 1 << 20);
+  if (!prefill_tokens.is_ok()) return report_error("bench", prefill_tokens.status());
+  if (!decode_steps.is_ok()) return report_error("bench", decode_steps.status());
+  if (!decode_prompt.is_ok()) return report_error("bench", decode_prompt.status());
 
   std::optional<DecodeBytes> model_bytes;
   if (auto dir = args.get("--model")) {
     auto r = decode_bytes(*dir);
     if (!r.is_ok()) return report_error("bench", r.status());
     model_bytes = *r;
+    auto c = load_model_config(*dir);
+    if (!c.is_ok()) return report_error("bench", c.status());
+    model_cfg = std::move(*c);
   }
 
   ThreadPool pool(static_cast<int>(*threads));
@@ -366,6 +380,24 @@ int cmd_bench(int argc, char** argv) {
     }
   }
   report["prefill_gemm"] = gemm;
+
+  // 5. Attention per token against context: the model's CSA shapes (V4-Flash's without --model).
+  const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
+  report["attention"] = bench::bench_attention(ashape, contexts, *min_time, used, &pool, json);
+
+  // 6. The model end to end: prefill, decode at batch 1/4/8 against the probe.
+  if (model_cfg) {
+    bench::ModelBenchOptions mo;
+    mo.prefill_tokens = *prefill_tokens;
+    mo.decode_steps = *decode_steps;
+    mo.decode_prompt = *decode_prompt;
+    mo.threads = pool.n_threads();
+    mo.probe_gbps = probe.best_gbps;
+    mo.quiet = json;
+    auto r = bench::bench_model(*args.get("--model"), mo);
+    if (!r.is_ok()) return report_error("bench", r.status());
+    report["model_run"] = std::move(*r);
+  }
   if (json) std::printf("%s\n", report.dump(2).c_str());
   return 0;
 }

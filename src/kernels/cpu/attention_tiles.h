@@ -14,9 +14,11 @@ namespace dsv4::kernels::detail {
 // Scalar: double accumulation in index order, rounded to fp32 (ref::dot_f64); vector ISAs: fp32 lanes.
 using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                               float scale, float* scores);
-// block[i] += Σ_j probs[j] · rows[j][i] for i < d, in double, j in order (exact products, one rounding
-// per addition: bit-identical on every ISA).
-using AttnPvFn = void (*)(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+// blocks[h * d + i] += Σ_j probs[h * n_rows + j] · rows[j][i] for h < n_heads, i < d, in double, j in
+// order (exact products, one rounding per addition: bit-identical on every ISA). The vector loops convert
+// each row chunk to double once for a group of four heads.
+using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                          double* blocks);
 
 // Lightning-indexer head sums for keys [k0, k1): for each key t,
 //   acc = Σ_h (in head order, double) bf16(ReLU(bf16(q_h·k_t)) · w_h);  scores[t] = bf16(float(acc)).
@@ -26,18 +28,21 @@ using IndexerScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, con
 
 void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
-void attn_pv_scalar(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                    double* blocks);
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 #if defined(__x86_64__)
 void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                       float scale, float* scores);
-void attn_pv_avx2(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                    double* blocks);
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
-void attn_pv_avx512(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block);
+void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                    double* blocks);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 #endif

@@ -70,6 +70,35 @@ void scores_heads(const float* q, int64_t d, const float* const* rows, int64_t n
   if (j < n_rows) scores_tile<NH, 1>(q, d, rows + j, scale, out + j, n_rows);
 }
 
+// NH heads × 8 dims per pass (two 4-double vectors per head), each row chunk widened once.
+template <int NH>
+void pv_heads(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* blocks) {
+  int64_t i = 0;
+  for (; i + 8 <= d; i += 8) {
+    __m256d acc[NH][2];
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < 2; ++c) acc[h][c] = _mm256_loadu_pd(blocks + h * d + i + 4 * c);
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const float* r = rows[j] + i;
+      const __m256d r0 = _mm256_cvtps_pd(_mm_loadu_ps(r)), r1 = _mm256_cvtps_pd(_mm_loadu_ps(r + 4));
+      for (int h = 0; h < NH; ++h) {
+        const __m256d p = _mm256_set1_pd(static_cast<double>(probs[h * n_rows + j]));
+        acc[h][0] = _mm256_fmadd_pd(p, r0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_pd(p, r1, acc[h][1]);
+      }
+    }
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < 2; ++c) _mm256_storeu_pd(blocks + h * d + i + 4 * c, acc[h][c]);
+  }
+  for (; i < d; ++i)  // < 8 dims left: the scalar loop (same operations, same order)
+    for (int h = 0; h < NH; ++h) {
+      double a = blocks[h * d + i];
+      for (int64_t j = 0; j < n_rows; ++j)
+        a = __builtin_fma(static_cast<double>(probs[h * n_rows + j]), static_cast<double>(rows[j][i]), a);
+      blocks[h * d + i] = a;
+    }
+}
+
 }  // namespace
 
 void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
@@ -79,23 +108,17 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
   for (; h < n_heads; ++h) scores_heads<1>(q + h * d, d, rows, n_rows, scale, scores + h * n_rows);
 }
 
-void attn_pv_avx2(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block) {
-  int64_t i = 0;
-  for (; i + 32 <= d; i += 32) {
-    __m256d acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm256_loadu_pd(block + i + 4 * c);
-    for (int64_t j = 0; j < n_rows; ++j) {
-      const __m256d p = _mm256_set1_pd(static_cast<double>(probs[j]));
-      const float* r = rows[j] + i;
-      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_pd(p, _mm256_cvtps_pd(_mm_loadu_ps(r + 4 * c)), acc[c]);
+void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                  double* blocks) {
+  for (int64_t h0 = 0; h0 < n_heads; h0 += 4) {
+    const int64_t nh = n_heads - h0 < 4 ? n_heads - h0 : 4;
+    const float* p = probs + h0 * n_rows;
+    double* out = blocks + h0 * d;
+    if (nh == 4) {
+      pv_heads<4>(p, rows, n_rows, d, out);
+    } else {
+      for (int64_t h = 0; h < nh; ++h) pv_heads<1>(p + h * n_rows, rows, n_rows, d, out + h * d);
     }
-    for (int c = 0; c < 8; ++c) _mm256_storeu_pd(block + i + 4 * c, acc[c]);
-  }
-  for (; i < d; ++i) {  // < 32 dims left: the scalar loop (same operations, same order)
-    double a = block[i];
-    for (int64_t j = 0; j < n_rows; ++j)
-      a = __builtin_fma(static_cast<double>(probs[j]), static_cast<double>(rows[j][i]), a);
-    block[i] = a;
   }
 }
 

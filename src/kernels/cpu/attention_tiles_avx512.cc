@@ -64,6 +64,40 @@ void scores_heads(const float* q, int64_t d, const float* const* rows, int64_t n
   if (j < n_rows) scores_tile<NH, 1>(q, d, rows + j, scale, out + j, n_rows);
 }
 
+// NH heads × 32 dims per pass: each row chunk is widened to double once and feeds NH·4 accumulators.
+template <int NH>
+void pv_heads(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* blocks) {
+  int64_t i = 0;
+  for (; i + 32 <= d; i += 32) {
+    __m512d acc[NH][4];
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < 4; ++c) acc[h][c] = _mm512_loadu_pd(blocks + h * d + i + 8 * c);
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const float* r = rows[j] + i;
+      __m512d rv[4];
+      for (int c = 0; c < 4; ++c) rv[c] = _mm512_cvtps_pd(_mm256_loadu_ps(r + 8 * c));
+      for (int h = 0; h < NH; ++h) {
+        const __m512d p = _mm512_set1_pd(static_cast<double>(probs[h * n_rows + j]));
+        for (int c = 0; c < 4; ++c) acc[h][c] = _mm512_fmadd_pd(p, rv[c], acc[h][c]);
+      }
+    }
+    for (int h = 0; h < NH; ++h)
+      for (int c = 0; c < 4; ++c) _mm512_storeu_pd(blocks + h * d + i + 8 * c, acc[h][c]);
+  }
+  for (; i < d; i += 8) {
+    const int64_t len = d - i;
+    const __mmask8 m = len >= 8 ? static_cast<__mmask8>(0xFF) : static_cast<__mmask8>((1u << len) - 1u);
+    __m512d acc[NH];
+    for (int h = 0; h < NH; ++h) acc[h] = _mm512_maskz_loadu_pd(m, blocks + h * d + i);
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const __m512d rv = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, rows[j] + i));
+      for (int h = 0; h < NH; ++h)
+        acc[h] = _mm512_fmadd_pd(_mm512_set1_pd(static_cast<double>(probs[h * n_rows + j])), rv, acc[h]);
+    }
+    for (int h = 0; h < NH; ++h) _mm512_mask_storeu_pd(blocks + h * d + i, m, acc[h]);
+  }
+}
+
 }  // namespace
 
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
@@ -73,27 +107,17 @@ void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float*
   for (; h < n_heads; ++h) scores_heads<1>(q + h * d, d, rows, n_rows, scale, scores + h * n_rows);
 }
 
-void attn_pv_avx512(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block) {
-  int64_t i = 0;
-  // 64 dims per pass: 8 double accumulators stay in registers over the whole list.
-  for (; i + 64 <= d; i += 64) {
-    __m512d acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm512_loadu_pd(block + i + 8 * c);
-    for (int64_t j = 0; j < n_rows; ++j) {
-      const __m512d p = _mm512_set1_pd(static_cast<double>(probs[j]));
-      const float* r = rows[j] + i;
-      for (int c = 0; c < 8; ++c) acc[c] = _mm512_fmadd_pd(p, _mm512_cvtps_pd(_mm256_loadu_ps(r + 8 * c)), acc[c]);
+void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                    double* blocks) {
+  for (int64_t h0 = 0; h0 < n_heads; h0 += 4) {
+    const int64_t nh = n_heads - h0 < 4 ? n_heads - h0 : 4;
+    const float* p = probs + h0 * n_rows;
+    double* out = blocks + h0 * d;
+    if (nh == 4) {
+      pv_heads<4>(p, rows, n_rows, d, out);
+    } else {
+      for (int64_t h = 0; h < nh; ++h) pv_heads<1>(p + h * n_rows, rows, n_rows, d, out + h * d);
     }
-    for (int c = 0; c < 8; ++c) _mm512_storeu_pd(block + i + 8 * c, acc[c]);
-  }
-  for (; i < d; i += 8) {
-    const int64_t len = d - i;
-    const __mmask8 m = len >= 8 ? static_cast<__mmask8>(0xFF) : static_cast<__mmask8>((1u << len) - 1u);
-    __m512d acc = _mm512_maskz_loadu_pd(m, block + i);
-    for (int64_t j = 0; j < n_rows; ++j)
-      acc = _mm512_fmadd_pd(_mm512_set1_pd(static_cast<double>(probs[j])),
-                            _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, rows[j] + i)), acc);
-    _mm512_mask_storeu_pd(block + i, m, acc);
   }
 }
 

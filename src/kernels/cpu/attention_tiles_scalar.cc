@@ -15,12 +15,15 @@ void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float*
     for (int64_t j = 0; j < n_rows; ++j) scores[h * n_rows + j] = ref::dot_f64(q + h * d, rows[j], d) * scale;
 }
 
-void attn_pv_scalar(const float* probs, const float* const* rows, int64_t n_rows, int64_t d, double* block) {
-  for (int64_t j = 0; j < n_rows; ++j) {
-    const double p = probs[j];
-    const float* r = rows[j];
-    for (int64_t i = 0; i < d; ++i) block[i] += p * static_cast<double>(r[i]);
-  }
+void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
+                    double* blocks) {
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const double p = probs[h * n_rows + j];
+      const float* r = rows[j];
+      double* block = blocks + h * d;
+      for (int64_t i = 0; i < d; ++i) block[i] += p * static_cast<double>(r[i]);
+    }
 }
 
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,

@@ -22,11 +22,14 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
   const int64_t D = p.head_dim, nh = h1 - h0;
   s.visible.resize(kBlock);
   s.scores.resize(static_cast<size_t>(nh * kBlock));
-  s.probs.resize(kBlock);
-  s.block.resize(static_cast<size_t>(D));
+  s.probs.resize(static_cast<size_t>(nh * kBlock));
+  s.block.resize(static_cast<size_t>(nh * D));
   s.acc.assign(static_cast<size_t>(nh * D), 0.0f);
   s.m.assign(static_cast<size_t>(nh), -INFINITY);
   s.l.assign(static_cast<size_t>(nh), 0.0f);
+  s.bmax.resize(static_cast<size_t>(nh));
+  s.rescale.resize(static_cast<size_t>(nh));
+  s.psum.resize(static_cast<size_t>(nh));
   for (int64_t b0 = 0; b0 < n_idx; b0 += kBlock) {
     const int64_t nb = std::min(kBlock, n_idx - b0);
     int64_t nv = 0;
@@ -35,26 +38,40 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
     // A fully masked block leaves m, l and acc unchanged in the reference (rescale exp(0) = 1, adds +0).
     if (nv == 0) continue;
     scores_fn(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
+    // Per head: the block max against the running max, fp32 exp of every score, the sum in double and the
+    // bf16 probabilities — the reference's operations in its order.
     for (int64_t h = 0; h < nh; ++h) {
       const float* sc = s.scores.data() + h * nv;
-      float& m = s.m[static_cast<size_t>(h)];
+      float* pb = s.probs.data() + h * nv;
+      const float m = s.m[static_cast<size_t>(h)];
       float bmax = m;
       for (int64_t j = 0; j < nv; ++j) bmax = std::max(bmax, sc[j]);
-      if (bmax == -INFINITY) continue;
-      const float rescale = std::exp(m - bmax);
+      s.bmax[static_cast<size_t>(h)] = bmax;
+      if (bmax == -INFINITY) {
+        std::fill(pb, pb + nv, 0.0f);
+        continue;
+      }
+      s.rescale[static_cast<size_t>(h)] = std::exp(m - bmax);
       double psum = 0.0;
       for (int64_t j = 0; j < nv; ++j) {
         const float pj = std::exp(sc[j] - bmax);
         psum += pj;
-        s.probs[static_cast<size_t>(j)] = round_bf16(pj);
+        pb[j] = round_bf16(pj);
       }
-      std::fill(s.block.begin(), s.block.end(), 0.0);
-      pv_fn(s.probs.data(), s.visible.data(), nv, D, s.block.data());
+      s.psum[static_cast<size_t>(h)] = psum;
+    }
+    std::fill(s.block.begin(), s.block.end(), 0.0);
+    pv_fn(s.probs.data(), nh, s.visible.data(), nv, D, s.block.data());
+    for (int64_t h = 0; h < nh; ++h) {
+      const float bmax = s.bmax[static_cast<size_t>(h)];
+      if (bmax == -INFINITY) continue;
+      const float rescale = s.rescale[static_cast<size_t>(h)];
       float& l = s.l[static_cast<size_t>(h)];
-      l = l * rescale + static_cast<float>(psum);
+      l = l * rescale + static_cast<float>(s.psum[static_cast<size_t>(h)]);
       float* acc = s.acc.data() + h * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * rescale + static_cast<float>(s.block[static_cast<size_t>(d)]);
-      m = bmax;
+      const double* blk = s.block.data() + h * D;
+      for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * rescale + static_cast<float>(blk[d]);
+      s.m[static_cast<size_t>(h)] = bmax;
     }
   }
   for (int64_t h = 0; h < nh; ++h) {
@@ -75,9 +92,12 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   const auto pv_fn = detail::attn_pv_for(isa);
   // Four heads per grain keeps the vector loops' 4-head groups whole.
   constexpr int64_t kGrain = 4;
-  const int n_chunks = opt.pool ? opt.pool->n_chunks(shape.n_heads, kGrain) : 1;
+  // Small calls (under ~256K multiply-adds of q·k) stay on the calling thread: a pool wake-up would cost
+  // more than the work.
+  const bool small = shape.n_heads * n_idx * shape.head_dim < (int64_t{1} << 18);
+  const int n_chunks = opt.pool && !small ? opt.pool->n_chunks(shape.n_heads, kGrain) : 1;
   if (static_cast<int>(scratch.slots.size()) < n_chunks) scratch.slots.resize(static_cast<size_t>(n_chunks));
-  if (!opt.pool || n_chunks <= 1) {
+  if (n_chunks <= 1) {
     heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn);
     return;
   }

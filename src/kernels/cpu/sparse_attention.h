@@ -47,10 +47,12 @@ struct SparseAttentionScratch {
   struct Slot {
     std::vector<const float*> visible;  // non-masked rows of the current block
     std::vector<float> scores;          // [heads of the chunk, 64]
-    std::vector<float> probs;           // [64] bf16 probabilities
-    std::vector<double> block;          // [head_dim] the block's P·V in double
+    std::vector<float> probs;           // [heads of the chunk, 64] bf16 probabilities
+    std::vector<double> block;          // [heads of the chunk, head_dim] the block's P·V in double
     std::vector<float> acc;             // [heads of the chunk, head_dim]
     std::vector<float> m, l;            // [heads of the chunk] running max / denominator
+    std::vector<float> bmax, rescale;   // [heads of the chunk] this block's max and rescale factor
+    std::vector<double> psum;           // [heads of the chunk] this block's probability sum
   };
   std::vector<Slot> slots;  // one per pool chunk
 };

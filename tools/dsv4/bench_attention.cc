@@ -1,0 +1,146 @@
+// tools: `dsv4 bench` attention section (see bench_attention.h).
+#include "bench_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <span>
+
+#include "bench_util.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/indexer.h"
+#include "kernels/cpu/sparse_attention.h"
+
+namespace dsv4::cli::bench {
+
+AttentionBenchShape attention_shape(const ModelConfig& cfg) {
+  AttentionBenchShape s;
+  s.n_heads = cfg.n_heads;
+  s.head_dim = cfg.head_dim;
+  s.window = cfg.window_size;
+  s.index_heads = cfg.index_n_heads;
+  s.index_head_dim = cfg.index_head_dim;
+  s.index_topk = cfg.index_topk;
+  for (int64_t il = 0; il < cfg.n_layers; ++il)
+    if (cfg.attention_kind(il) == AttentionKind::kCompressedSparse) {
+      s.ratio = cfg.compress_ratio(il);
+      break;
+    }
+  return s;
+}
+
+namespace {
+
+std::vector<float> random_rows(int64_t n, int64_t d, uint64_t seed, bool fp4) {
+  std::vector<float> v(static_cast<size_t>(n * d));
+  for (auto& x : v) x = uniform_pm1(seed);
+  if (fp4 && d % 32 == 0) fake_quant_fp4(v, 32);  // what the indexer's keys and queries hold
+  return v;
+}
+
+}  // namespace
+
+nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<int64_t>& contexts, double min_time,
+                               kernels::Isa isa, ThreadPool* pool, bool quiet) {
+  const int64_t H = s.n_heads, D = s.head_dim;
+  const kernels::AttentionOptions opt{isa, pool};
+  const kernels::SparseAttentionShape shape{H, D, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))};
+  const std::vector<float> q = random_rows(H, D, 1, false);
+  const std::vector<float> iq = random_rows(s.index_heads, s.index_head_dim, 2, true);
+  std::vector<float> sink(static_cast<size_t>(H)), iw(static_cast<size_t>(s.index_heads));
+  uint64_t seed = 3;
+  for (auto& v : sink) v = uniform_pm1(seed);
+  for (auto& v : iw) v = uniform_pm1(seed) * 0.1f;
+  std::vector<float> out(static_cast<size_t>(H * D));
+  kernels::SparseAttentionScratch scratch;
+  kernels::TopkScratch topk_scratch;
+
+  if (!quiet) {
+    std::printf("\nattention per token, one CSA layer (H=%lld, D=%lld, window %lld, ratio %lld, top-%lld, %lld index "
+                "heads x %lld) vs dense:\n",
+                static_cast<long long>(H), static_cast<long long>(D), static_cast<long long>(s.window),
+                static_cast<long long>(s.ratio), static_cast<long long>(s.index_topk),
+                static_cast<long long>(s.index_heads), static_cast<long long>(s.index_head_dim));
+    std::printf("  %8s %10s %10s %10s %10s %12s %9s\n", "context", "CSA us", "indexer", "top-k", "core", "dense us",
+                "dense/CSA");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  double csa_at_4k = 0, csa_at_64k = 0;
+  for (const int64_t ctx : contexts) {
+    // Synthetic state of a CSA layer after `ctx` tokens: the raw window ring, ctx/ratio compressed entries
+    // (main latent rows and index keys), and — for the dense baseline — every raw row.
+    const int64_t n_comp = ctx / s.ratio;
+    const int64_t k = std::min(s.index_topk, n_comp);
+    const std::vector<float> window = random_rows(s.window, D, 10, false);
+    const std::vector<float> entries = random_rows(std::max<int64_t>(n_comp, 1), D, 11, false);
+    const std::vector<float> keys = random_rows(std::max<int64_t>(n_comp, 1), s.index_head_dim, 12, true);
+    std::vector<float> scores(static_cast<size_t>(std::max<int64_t>(n_comp, 1)));
+    std::vector<int32_t> picked(static_cast<size_t>(std::max<int64_t>(k, 1)));
+    std::vector<const float*> list;
+    list.reserve(static_cast<size_t>(s.window + s.index_topk));
+
+    double t_index = 0, t_topk = 0, t_core = 0;
+    const double t_csa = time_per_call(min_time, 3, [&](int64_t) {
+      auto t0 = Clock::now();
+      kernels::indexer_scores(iq.data(), s.index_heads, s.index_head_dim, keys.data(), n_comp, iw.data(),
+                              scores.data(), opt);
+      auto t1 = Clock::now();
+      kernels::topk_desc(scores.data(), n_comp, k, picked.data(), topk_scratch);
+      auto t2 = Clock::now();
+      list.clear();
+      for (int64_t j = 0; j < s.window; ++j) list.push_back(window.data() + j * D);
+      for (int64_t j = 0; j < k; ++j) list.push_back(entries.data() + static_cast<int64_t>(picked[static_cast<size_t>(j)]) * D);
+      kernels::sparse_attention(shape, q.data(), list.data(), static_cast<int64_t>(list.size()), sink.data(),
+                                out.data(), scratch, opt);
+      t_index += std::chrono::duration<double>(t1 - t0).count();
+      t_topk += std::chrono::duration<double>(t2 - t1).count();
+      t_core += seconds_since(t2);
+    });
+    // The components include the warm-up call; report their shares of the measured per-call time.
+    const double parts = t_index + t_topk + t_core;
+    const double f_index = parts > 0 ? t_index / parts : 0, f_topk = parts > 0 ? t_topk / parts : 0;
+
+    double t_dense;
+    {
+      const std::vector<float> raw = random_rows(ctx, D, 13, false);
+      std::vector<const float*> all(static_cast<size_t>(ctx));
+      for (int64_t j = 0; j < ctx; ++j) all[static_cast<size_t>(j)] = raw.data() + j * D;
+      t_dense = time_per_call(min_time, 1, [&](int64_t) {
+        kernels::sparse_attention(shape, q.data(), all.data(), ctx, sink.data(), out.data(), scratch, opt);
+      });
+    }
+    if (ctx == 4096) csa_at_4k = t_csa;
+    if (ctx == 65536) csa_at_64k = t_csa;
+    rows.push_back({{"context", ctx},
+                    {"compressed_entries", n_comp},
+                    {"selected", k},
+                    {"csa_us_per_token", t_csa * 1e6},
+                    {"indexer_us", t_csa * f_index * 1e6},
+                    {"topk_us", t_csa * f_topk * 1e6},
+                    {"sparse_core_us", t_csa * (1 - f_index - f_topk) * 1e6},
+                    {"dense_us_per_token", t_dense * 1e6},
+                    {"dense_over_csa", t_dense / t_csa}});
+    if (!quiet)
+      std::printf("  %8lld %10.1f %10.1f %10.1f %10.1f %12.1f %8.1fx\n", static_cast<long long>(ctx), t_csa * 1e6,
+                  t_csa * f_index * 1e6, t_csa * f_topk * 1e6, t_csa * (1 - f_index - f_topk) * 1e6, t_dense * 1e6,
+                  t_dense / t_csa);
+  }
+  nlohmann::json j = {{"layer", "csa"},
+                      {"n_heads", H},
+                      {"head_dim", D},
+                      {"window", s.window},
+                      {"ratio", s.ratio},
+                      {"index_topk", s.index_topk},
+                      {"index_heads", s.index_heads},
+                      {"index_head_dim", s.index_head_dim},
+                      {"kernel", std::string("sparse_attention/") + kernels::isa_name(kernels::resolve_isa(isa))},
+                      {"contexts", rows}};
+  if (csa_at_4k > 0 && csa_at_64k > 0) {
+    j["csa_64k_over_4k"] = csa_at_64k / csa_at_4k;
+    if (!quiet) std::printf("  CSA per-token cost at 64K / at 4K: %.2fx\n", csa_at_64k / csa_at_4k);
+  }
+  return j;
+}
+
+}  // namespace dsv4::cli::bench

@@ -1,0 +1,34 @@
+// tools: the attention section of `dsv4 bench` — per-token cost of one compressed-sparse-attention (CSA)
+// layer at growing contexts against dense attention over every raw row, on the attention kernels with
+// synthetic state of the model's shapes (so it runs without a fast forward pass).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "io/model_config.h"
+#include "kernels/cpu/isa.h"
+
+namespace dsv4 {
+class ThreadPool;
+}
+
+namespace dsv4::cli::bench {
+
+struct AttentionBenchShape {
+  int64_t n_heads = 64, head_dim = 512, window = 128;            // main attention (V4-Flash defaults)
+  int64_t index_heads = 64, index_head_dim = 128, index_topk = 512;
+  int64_t ratio = 4;                                             // the CSA layers' compression ratio
+};
+
+// The shape of `cfg`'s first CSA layer (ratio of the first compressed-sparse layer; 4 if it has none).
+AttentionBenchShape attention_shape(const ModelConfig& cfg);
+
+// For each context: the CSA layer's per-token time (indexer scores over context/ratio keys, top-k, sparse
+// attention over window + top-k rows) and dense attention's (all `context` rows). Prints a table unless
+// `quiet`; returns the JSON section.
+nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<int64_t>& contexts, double min_time,
+                               kernels::Isa isa, ThreadPool* pool, bool quiet);
+
+}  // namespace dsv4::cli::bench

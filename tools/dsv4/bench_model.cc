@@ -1,0 +1,185 @@
+// tools: `dsv4 bench --model` model section (see bench_model.h). Decode rows of a batch never interact
+// (model.h), so each sequence's routing is the same alone or batched: one traced single-sequence pass per
+// sequence records which experts every step activates, and the timed batched runs replay the same
+// tokens. A step's weight bytes = the dense (non-expert) backbone once + every expert activated by any
+// row of the batch once per layer; per token = that / batch.
+#include "bench_model.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+
+#include "bench_util.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "model/cost_model.h"
+#include "model/model.h"
+
+namespace dsv4::cli::bench {
+namespace {
+
+// Weight bytes by role: routed experts per (layer, expert); everything else of the backbone once
+// (embedding and hash table: one row per token). MTP is not part of a main-model decode step.
+struct WeightBytes {
+  double dense = 0;
+  std::map<std::pair<int64_t, int64_t>, double> expert;  // (layer, expert id) → bytes
+};
+
+Result<WeightBytes> weight_bytes(const std::filesystem::path& dir) {
+  DSV4_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
+  WeightBytes w;
+  for (const TensorInfo& t : ckpt.tensors()) {
+    const double bytes = static_cast<double>(t.data.size());
+    if (t.name.rfind("mtp.", 0) == 0) continue;
+    const size_t ex = t.name.find(".ffn.experts.");
+    if (t.name.rfind("layers.", 0) == 0 && ex != std::string::npos) {
+      const int64_t layer = std::stoll(t.name.substr(7, ex - 7));
+      const int64_t id = std::stoll(t.name.substr(ex + 13));
+      w.expert[{layer, id}] += bytes;
+      continue;
+    }
+    const bool row_read = t.name == "embed.weight" || t.name.find("ffn.gate.tid2eid") != std::string::npos;
+    w.dense += row_read && !t.shape.empty() ? bytes / static_cast<double>(t.shape[0]) : bytes;
+  }
+  return w;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& v : t) v = static_cast<int32_t>(2 + splitmix(seed) % static_cast<uint64_t>(vocab - 2));
+  return t;
+}
+
+// Prefills sequences [0, n_seq) with their prompts in one forward.
+Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prompts, int64_t n_seq,
+                   std::vector<SequenceState*>& states) {
+  std::vector<BatchToken> batch;
+  for (int64_t s = 0; s < n_seq; ++s)
+    for (size_t i = 0; i < prompts[static_cast<size_t>(s)].size(); ++i)
+      batch.push_back({static_cast<int32_t>(s), static_cast<int32_t>(i), prompts[static_cast<size_t>(s)][i], false});
+  return m.forward(batch, states, nullptr);
+}
+
+}  // namespace
+
+Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const ModelBenchOptions& opt) {
+  DSV4_ASSIGN_OR_RETURN(WeightBytes wb, weight_bytes(dir));
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir));
+  model->set_threads(opt.threads);
+  const ModelConfig& cfg = model->config();
+  const int64_t V = cfg.vocab_size;
+  nlohmann::json j;
+  j["dense_weight_bytes_per_step"] = wb.dense;
+
+  // 1. Prefill: one sequence, one forward of prefill_tokens.
+  {
+    const auto prompt = random_tokens(opt.prefill_tokens, V, 1);
+    auto seq = model->new_sequence();
+    std::vector<SequenceState*> states{seq.get()};
+    std::vector<BatchToken> batch;
+    for (int64_t i = 0; i < opt.prefill_tokens; ++i)
+      batch.push_back({0, static_cast<int32_t>(i), prompt[static_cast<size_t>(i)], i + 1 == opt.prefill_tokens});
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    DSV4_RETURN_IF_ERROR(model->forward(batch, states, &logits));
+    const double sec = seconds_since(t0);
+    double flops = 0;
+    for (int64_t p = 1; p <= opt.prefill_tokens; ++p) flops += flops_per_token(cfg, p).total();
+    j["prefill"] = {{"tokens", opt.prefill_tokens},
+                    {"seconds", sec},
+                    {"tokens_per_s", static_cast<double>(opt.prefill_tokens) / sec},
+                    {"flops", flops},
+                    {"gflops", flops / sec / 1e9}};
+    if (!opt.quiet)
+      std::printf("\nmodel prefill: %lld tokens in %.3f s: %.1f tokens/s, %.2f GFLOP/s\n",
+                  static_cast<long long>(opt.prefill_tokens), sec, static_cast<double>(opt.prefill_tokens) / sec,
+                  flops / sec / 1e9);
+  }
+
+  // 2. Routing of every decode sequence, from traced single-sequence runs of the same tokens.
+  const int64_t max_b = opt.batches.empty() ? 0 : *std::max_element(opt.batches.begin(), opt.batches.end());
+  std::vector<std::vector<int32_t>> prompts, forced;
+  for (int64_t s = 0; s < max_b; ++s) {
+    prompts.push_back(random_tokens(opt.decode_prompt, V, 100 + static_cast<uint64_t>(s)));
+    forced.push_back(random_tokens(opt.decode_steps, V, 200 + static_cast<uint64_t>(s)));
+  }
+  // routes[s][t][layer] = the experts sequence s's step t activates in that layer.
+  std::vector<std::vector<std::vector<std::vector<int32_t>>>> routes(static_cast<size_t>(max_b));
+  for (int64_t s = 0; s < max_b; ++s) {
+    auto seq = model->new_sequence();
+    std::vector<SequenceState*> states{seq.get()};
+    DSV4_RETURN_IF_ERROR(prefill_all(*model, {prompts[static_cast<size_t>(s)]}, 1, states));
+    for (int64_t t = 0; t < opt.decode_steps; ++t) {
+      const BatchToken tok{0, static_cast<int32_t>(seq->n_tokens()), forced[static_cast<size_t>(s)][static_cast<size_t>(t)], true};
+      ForwardTrace trace;
+      std::vector<float> logits;
+      DSV4_RETURN_IF_ERROR(model->forward({&tok, 1}, states, &logits, nullptr, &trace));
+      auto& per_layer = routes[static_cast<size_t>(s)].emplace_back();
+      for (const auto& l : trace.layers) per_layer.push_back(l.gate_indices);
+    }
+  }
+
+  // 3. Timed decode at each batch size.
+  nlohmann::json rows = nlohmann::json::array();
+  double tps1 = 0;
+  if (!opt.quiet)
+    std::printf("model decode (%lld steps after a %lld-token prompt per sequence):\n  %6s %10s %14s %14s %9s %9s\n",
+                static_cast<long long>(opt.decode_steps), static_cast<long long>(opt.decode_prompt), "batch",
+                "tokens/s", "MB/token", "MB/step", "GB/s", "of probe");
+  for (const int64_t b : opt.batches) {
+    std::vector<std::unique_ptr<SequenceState>> seqs;
+    std::vector<SequenceState*> states;
+    for (int64_t s = 0; s < b; ++s) {
+      seqs.push_back(model->new_sequence());
+      states.push_back(seqs.back().get());
+    }
+    DSV4_RETURN_IF_ERROR(prefill_all(*model, prompts, b, states));
+    std::vector<BatchToken> batch(static_cast<size_t>(b));
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    for (int64_t t = 0; t < opt.decode_steps; ++t) {
+      for (int64_t s = 0; s < b; ++s)
+        batch[static_cast<size_t>(s)] = {static_cast<int32_t>(s), static_cast<int32_t>(states[static_cast<size_t>(s)]->n_tokens()),
+                                         forced[static_cast<size_t>(s)][static_cast<size_t>(t)], true};
+      DSV4_RETURN_IF_ERROR(model->forward(batch, states, &logits));
+    }
+    const double sec = seconds_since(t0);
+    // Bytes: the dense part once per step plus the union of the batch's experts per layer.
+    double bytes = 0;
+    for (int64_t t = 0; t < opt.decode_steps; ++t) {
+      bytes += wb.dense;
+      for (int64_t il = 0; il < cfg.n_layers; ++il) {
+        std::set<int32_t> used;
+        for (int64_t s = 0; s < b; ++s)
+          for (int32_t e : routes[static_cast<size_t>(s)][static_cast<size_t>(t)][static_cast<size_t>(il)]) used.insert(e);
+        for (int32_t e : used) {
+          auto it = wb.expert.find({il, e});
+          if (it != wb.expert.end()) bytes += it->second;
+        }
+      }
+    }
+    const double tokens = static_cast<double>(b * opt.decode_steps);
+    const double tps = tokens / sec, gbps = bytes / sec / 1e9;
+    if (b == 1) tps1 = tps;
+    nlohmann::json row = {{"batch", b},
+                          {"steps", opt.decode_steps},
+                          {"seconds", sec},
+                          {"tokens_per_s", tps},
+                          {"weight_bytes_per_token", bytes / tokens},
+                          {"weight_bytes_per_step", bytes / static_cast<double>(opt.decode_steps)},
+                          {"gbps", gbps}};
+    if (opt.probe_gbps > 0) row["ratio_to_probe"] = gbps / opt.probe_gbps;
+    if (tps1 > 0) row["tokens_per_s_over_batch1"] = tps / tps1;
+    rows.push_back(row);
+    if (!opt.quiet)
+      std::printf("  %6lld %10.2f %14.3f %14.3f %9.2f %8.1f%%\n", static_cast<long long>(b), tps, bytes / tokens / 1e6,
+                  bytes / static_cast<double>(opt.decode_steps) / 1e6, gbps,
+                  opt.probe_gbps > 0 ? 100.0 * gbps / opt.probe_gbps : 0.0);
+  }
+  j["decode"] = rows;
+  return j;
+}
+
+}  // namespace dsv4::cli::bench

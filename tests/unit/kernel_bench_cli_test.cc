@@ -17,7 +17,8 @@ namespace {
 TEST(KernelBenchCli, JsonReportAtTinySizes) {
   const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
   const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 2 --probe-mb 8" +
-                                   " --working-set-mb 8 --min-time 0.01 --contexts 64,4096 --model " + ckpt_dir.string() + " 2>&1");
+                                   " --working-set-mb 8 --min-time 0.01 --contexts 64,4096 --prefill-tokens 6 --decode-prompt 3" +
+                                   " --decode-steps 2 --model " + ckpt_dir.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_GT(j["read_probe"]["best_gbps"].get<double>(), 0.0);
@@ -76,6 +77,32 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   }
   EXPECT_EQ(att["contexts"][0]["context"].get<int64_t>(), 64);
   EXPECT_EQ(att["contexts"][1]["context"].get<int64_t>(), 4096);
+
+  // Model section: decode bytes come from the run's routing. Every routed expert of tiny has the same
+  // size, so one token reads exactly the dense part + n_layers · top-k experts, and a batch of b reads
+  // between that and min(b · top-k, n_experts) experts per layer, shared by its b tokens.
+  const auto& run = j["model_run"];
+  EXPECT_EQ(run["prefill"]["tokens"].get<int64_t>(), 6);
+  EXPECT_GT(run["prefill"]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(run["prefill"]["gflops"].get<double>(), 0.0);
+  const double dense = run["dense_weight_bytes_per_step"];
+  const double expert = experts / static_cast<double>(cfg->n_layers * cfg->n_routed_experts);
+  const double k = static_cast<double>(cfg->n_activated_experts), L = static_cast<double>(cfg->n_layers);
+  EXPECT_NEAR(dense + routed, j["model"]["weight_bytes_per_decode_token"].get<double>(), 1e-6 * dense);
+  ASSERT_EQ(run["decode"].size(), 3u);
+  for (const auto& row : run["decode"]) {
+    const int64_t b = row["batch"];
+    const double per_step = row["weight_bytes_per_step"];
+    EXPECT_EQ(row["steps"].get<int64_t>(), 2);
+    if (b == 1) EXPECT_DOUBLE_EQ(per_step, dense + L * k * expert);
+    EXPECT_GE(per_step, dense + L * k * expert - 1e-6);
+    EXPECT_LE(per_step, dense + L * std::min(static_cast<double>(b) * k, static_cast<double>(cfg->n_routed_experts)) * expert + 1e-6);
+    EXPECT_DOUBLE_EQ(row["weight_bytes_per_token"].get<double>(), per_step / static_cast<double>(b));
+    EXPECT_GT(row["tokens_per_s"].get<double>(), 0.0);
+    EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / j["read_probe"]["best_gbps"].get<double>(), 1e-9);
+  }
+  EXPECT_EQ(run["decode"][0]["batch"].get<int64_t>(), 1);
+  EXPECT_EQ(run["decode"][2]["batch"].get<int64_t>(), 8);
 }
 
 TEST(KernelBenchCli, RejectsBadFlags) {

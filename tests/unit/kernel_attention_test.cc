@@ -69,7 +69,7 @@ std::vector<Case> grid() {
 
 std::vector<Isa> isas() {
   std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     if (isa_supported(i)) v.push_back(i);
   return v;
 }

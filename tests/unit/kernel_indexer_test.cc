@@ -22,7 +22,7 @@ namespace {
 
 std::vector<Isa> isas() {
   std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     if (isa_supported(i)) v.push_back(i);
   return v;
 }
@@ -94,6 +94,47 @@ TEST(KernelIndexer, ScoresWithinBoundForWideBlockScales) {
       const double r = want[static_cast<size_t>(t)];
       const double bound = std::ldexp(abs_terms[static_cast<size_t>(t)], -7) + std::ldexp(std::fabs(r), -7);
       EXPECT_LE(std::fabs(got[static_cast<size_t>(t)] - r), bound) << isa_name(isa) << " t=" << t;
+    }
+  }
+}
+
+TEST(KernelIndexer, KeysBf16CannotHoldTakeTheFp32Path) {
+  // Mostly FP4 keys with a few raw floats: the AMX loop must hand the groups holding raw keys to the fp32
+  // loop (bf16 would round them). FP4 keys stay bit-identical; raw keys are within the fp32 bound.
+  std::mt19937 rng(14);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t nh = 64, hd = 128, n = 100;
+  const auto q = fp4_rows(rng, nh, hd, 0);
+  auto keys = fp4_rows(rng, n, hd, 0);
+  std::vector<bool> raw(static_cast<size_t>(n), false);
+  for (int64_t t = 5; t < n; t += 37) {
+    raw[static_cast<size_t>(t)] = true;
+    for (int64_t i = 0; i < hd; ++i) keys[static_cast<size_t>(t * hd + i)] = nd(rng);
+  }
+  const auto w = head_weights(rng, nh);
+  std::vector<float> want(static_cast<size_t>(n));
+  ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+  for (Isa isa : isas()) {
+    std::vector<float> got(static_cast<size_t>(n));
+    indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, nullptr});
+    for (int64_t t = 0; t < n; ++t) {
+      const float g = got[static_cast<size_t>(t)], r = want[static_cast<size_t>(t)];
+      if (!raw[static_cast<size_t>(t)]) {
+        EXPECT_TRUE(same_bits(g, r)) << isa_name(isa) << " t=" << t << ": " << g << " vs " << r;
+      } else {
+        // Σ|terms| ≤ Σ_h |w_h|·|q_h|·|k_t| (Cauchy–Schwarz), generous but independent of the kernel.
+        double bound_terms = 0;
+        for (int64_t h = 0; h < nh; ++h) {
+          double qq = 0, kk = 0;
+          for (int64_t i = 0; i < hd; ++i) {
+            qq += static_cast<double>(q[static_cast<size_t>(h * hd + i)]) * q[static_cast<size_t>(h * hd + i)];
+            kk += static_cast<double>(keys[static_cast<size_t>(t * hd + i)]) * keys[static_cast<size_t>(t * hd + i)];
+          }
+          bound_terms += std::fabs(w[static_cast<size_t>(h)]) * std::sqrt(qq * kk) * 1.01;
+        }
+        EXPECT_LE(std::fabs(static_cast<double>(g) - r), std::ldexp(bound_terms, -7) + std::ldexp(std::fabs(r), -7))
+            << isa_name(isa) << " t=" << t;
+      }
     }
   }
 }

@@ -45,9 +45,12 @@ void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* row
                     double* blocks);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
+// AMX-BF16 tiles for bf16-exact (FP4-simulated) q and keys; anything else goes to the AVX-512 loop.
+void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                        const float* w, float* scores);
 #endif
 
-// isa already resolved (kAmx uses the AVX-512 loops).
+// isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores).
 AttnScoresFn attn_scores_for(Isa isa);
 AttnPvFn attn_pv_for(Isa isa);
 IndexerScoresFn indexer_scores_for(Isa isa);

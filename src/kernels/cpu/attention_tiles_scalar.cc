@@ -59,7 +59,8 @@ AttnPvFn attn_pv_for(Isa isa) {
 
 IndexerScoresFn indexer_scores_for(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return indexer_scores_avx512;
+  if (isa == Isa::kAmx) return indexer_scores_amx;
+  if (isa == Isa::kAvx512) return indexer_scores_avx512;
   if (isa == Isa::kAvx2) return indexer_scores_avx2;
 #endif
   (void)isa;

@@ -11,6 +11,9 @@
 //    the 32-block scale exponents of q_h and k_t (summed per block) span at most 9 binades, and the
 //    scores are then bit-identical in any summation order. Outside that condition (or for arbitrary
 //    floats) a head term may move by one bf16 ulp: |score − ref| ≤ 2^-7·Σ_h |term_h| + 2^-7·|ref|.
+//  * Isa::kAmx runs the dots on AMX-BF16 tiles (fp32 accumulation) when q and a 16-key group are exact in
+//    bf16 (FP4-simulated values are), the same exactness argument applying; other groups take the fp32
+//    loop.
 //
 // topk_desc returns the k largest scores in descending order with ties to the lower index — exactly the
 // reference's stable descending sort (golden README contract item 2) for any input without NaN.

@@ -2,6 +2,7 @@
 // the timing loop and the deterministic random source for synthetic weights and activations.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -38,6 +39,21 @@ double time_per_call(double min_time, int64_t min_iters, Step step) {
     elapsed = seconds_since(t0);
   }
   return elapsed / static_cast<double>(iters);
+}
+
+// Like time_per_call, but returns the fastest single call: on a shared machine the minimum is the
+// figure least disturbed by other processes (the attention section compares contexts by ratio).
+template <typename Step>
+double best_call_time(double min_time, int64_t min_iters, Step step) {
+  step(0);  // warm-up
+  double best = 1e300;
+  const auto t0 = Clock::now();
+  for (int64_t iters = 0; iters < min_iters || seconds_since(t0) < min_time; ++iters) {
+    const auto t = Clock::now();
+    step(iters);
+    best = std::min(best, seconds_since(t));
+  }
+  return best;
 }
 
 }  // namespace dsv4::cli::bench

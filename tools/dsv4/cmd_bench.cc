@@ -256,7 +256,7 @@ int cmd_bench(int argc, char** argv) {
                        {"tokens_per_s_at_probe_bandwidth", probe.best_gbps * 1e9 / per_token}};
     if (!json)
       std::printf("model: %.3f GB of weights per decode token (%.3f GB routed experts; MTP %.3f GB per draft)\n"
-                  "       -> at most %.2f tokens/s at the probe's bandwidth (decode forward pass not measured yet)\n\n",
+                  "       -> at most %.2f tokens/s at the probe's bandwidth (the model section below measures it)\n\n",
                   per_token / 1e9, model_bytes->routed / 1e9, model_bytes->mtp / 1e9, probe.best_gbps * 1e9 / per_token);
   }
 

@@ -36,7 +36,7 @@ std::string read_file(const fs::path& p) {
 
 const std::string& corpus() {
   static const std::string c =
-      read_file(fs::path(__FILE__).parent_path().parent_path() / "tests" / "data" / "tokenizer_corpus.txt");
+      read_file(fs::path(DSV4_SOURCE_DIR) / "tests" / "data" / "tokenizer_corpus.txt");
   return c;
 }
 

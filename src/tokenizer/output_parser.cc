@@ -21,6 +21,7 @@ constexpr std::string_view kParamOpen = "<｜DSML｜parameter name=\"";
 constexpr std::string_view kParamClose = "</｜DSML｜parameter>";
 constexpr std::string_view kHeaderEnd = "\">";
 constexpr std::string_view kDsml = "｜DSML｜";
+constexpr std::string_view kStrayOpen = "<｜DSML｜", kStrayClose = "</｜DSML｜";
 constexpr size_t kMaxHeaderBytes = 4096;  // a name or key longer than this is not DSML
 
 bool is_ws(char c) {
@@ -102,9 +103,10 @@ StreamingOutputParser::Delta StreamingOutputParser::finish() {
     case State::kDone:
       break;
     default:
-      truncated_ = true;  // the stream ended inside an invoke
       break;
   }
+  // The stream ended inside an invoke (cut off, or EOS before its close tag): its deltas were sent.
+  truncated_ = n_calls_ > n_completed_;
   buf_.clear();
   state_ = State::kDone;
   return d;
@@ -182,10 +184,16 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   static constexpr std::array<std::string_view, 6> kReasoningMarkers{kThinkEnd,   kToolCallsOpen, kEos,
                                                                      kThinkStart, kInvokeOpen,    kDsml};
   static constexpr std::array<std::string_view, 5> kContentMarkers{kToolCallsOpen, kEos, kThinkEnd, kInvokeOpen, kDsml};
+  // What a chunk may end in and must be held for: the markers, plus the "<" or "</" that a stray tag
+  // around ｜DSML｜ drops with it (a held "｜DSM" alone would let "</" through before it).
+  static constexpr std::array<std::string_view, 8> kReasoningHeld{
+      kThinkEnd, kToolCallsOpen, kEos, kThinkStart, kInvokeOpen, kDsml, kStrayOpen, kStrayClose};
+  static constexpr std::array<std::string_view, 7> kContentHeld{kToolCallsOpen, kEos,       kThinkEnd,  kInvokeOpen,
+                                                                kDsml,          kStrayOpen, kStrayClose};
   const auto [pos, which] = reasoning ? find_marker(buf_, kReasoningMarkers) : find_marker(buf_, kContentMarkers);
   if (which < 0) {
     if (at_end) return false;  // finish() flushes the rest as text
-    const size_t hold = reasoning ? held_suffix(buf_, kReasoningMarkers) : held_suffix(buf_, kContentMarkers);
+    const size_t hold = reasoning ? held_suffix(buf_, kReasoningHeld) : held_suffix(buf_, kContentHeld);
     emit_text(reasoning, std::string_view(buf_).substr(0, buf_.size() - hold), d);
     buf_.erase(0, buf_.size() - hold);
     return false;
@@ -198,9 +206,14 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
       text_end -= 2;
     else if (text_end >= 1 && buf_[text_end - 1] == '<')
       text_end -= 1;
+    // The tag may yet become a real one ("<｜DSML｜invoke nam" + "e=\"..."): wait for it. (A complete
+    // marker there would have been found first, at the earlier position.)
+    const std::string_view rest = std::string_view(buf_).substr(text_end);
+    const bool may_be_tag =
+        reasoning ? is_marker_prefix(rest, kReasoningMarkers) : is_marker_prefix(rest, kContentMarkers);
     size_t k = consumed;
     while (k < buf_.size() && (std::isalnum(static_cast<unsigned char>(buf_[k])) || buf_[k] == '_')) ++k;
-    if (k == buf_.size() && !at_end) {
+    if ((k == buf_.size() || may_be_tag) && !at_end) {
       // The tag name may continue: emit the text before it and wait.
       emit_text(reasoning, std::string_view(buf_).substr(0, text_end), d);
       buf_.erase(0, text_end);

@@ -52,8 +52,9 @@ class StreamingOutputParser {
 
   // Feed the next decoded text (any split, even mid-tag). Returns what is now certain.
   Delta push(std::string_view text_chunk);
-  // End of stream: flushes held-back plain text. A call still open is abandoned: its deltas were
-  // already sent, so truncated_tool_call() reports it (the server can log it and must not count it).
+  // End of stream: flushes held-back plain text. A call still open (cut off, or EOS inside it) is
+  // abandoned: its deltas were already sent, so truncated_tool_call() reports it (the server can log
+  // it and must not count it); at most one call (the last) can be open.
   Delta finish();
 
   int tool_calls_started() const { return n_calls_; }

@@ -272,7 +272,7 @@ class Parser {
           break;
         }
       }
-      if (!replaced) v.fields.emplace_back(std::move(key), std::move(item));
+      if (!replaced) v.fields.push_back(JsonField{std::move(key), std::move(item)});
       skip_ws();
       if (pos_ >= s_.size()) return error("json.unexpected_end", "unterminated object");
       if (s_[pos_] == ',') {
@@ -323,9 +323,9 @@ void dump(const JsonValue& v, std::string& out) {
       for (size_t i = 0; i < v.fields.size(); ++i) {
         if (i) out += ", ";
         out.push_back('"');
-        py_json_escape_append(v.fields[i].first, out);
+        py_json_escape_append(v.fields[i].key, out);
         out += "\": ";
-        dump(v.fields[i].second, out);
+        dump(v.fields[i].value, out);
       }
       out.push_back('}');
       break;

@@ -13,6 +13,11 @@
 
 namespace dsv4::tok {
 
+// One member of a JSON object. Declared before JsonValue and defined after it: std::vector may hold an
+// incomplete type (C++17), but std::pair<std::string, JsonValue> may not be named while JsonValue is
+// incomplete (libstdc++ with clang rejects it), hence a named struct rather than a pair.
+struct JsonField;
+
 struct JsonValue {
   enum class Kind { kNull, kBool, kInt, kFloat, kString, kArray, kObject };
   Kind kind = Kind::kNull;
@@ -23,13 +28,18 @@ struct JsonValue {
   double number = 0.0;
   std::string string;            // kString: UTF-8 text (lone surrogates from \u escapes kept as WTF-8)
   std::vector<JsonValue> items;  // kArray
-  std::vector<std::pair<std::string, JsonValue>> fields;  // kObject, in first-insertion order
+  std::vector<JsonField> fields;  // kObject, in first-insertion order
 
   bool is_object() const { return kind == Kind::kObject; }
   bool is_string() const { return kind == Kind::kString; }
   bool is_array() const { return kind == Kind::kArray; }
   // The field's value, or nullptr. Linear: objects here are small.
   const JsonValue* find(std::string_view key) const;
+};
+
+struct JsonField {
+  std::string key;
+  JsonValue value;
 };
 
 // Parses RFC 8259 JSON plus what Python's json.loads also accepts (NaN, Infinity, -Infinity).

@@ -3,7 +3,6 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <queue>
 
 #include "tokenizer/tokenizer_model.h"
 #include "tokenizer/utf8.h"
@@ -60,9 +59,9 @@ struct Segment {
 
 // HF NormalizedString::split on one piece: the regex's matches and the gaps between them, then
 // the delimiter behaviour. Empty pieces are dropped, as HF does.
-void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& scratch,
+void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& scratch, std::vector<Segment>& segs,
                  std::vector<std::string_view>& out) {
-  std::vector<Segment> segs;
+  segs.clear();
   size_t prev = 0, pos = 0;
   while (pos <= piece.size()) {
     size_t mb, me;
@@ -142,52 +141,65 @@ void split_piece(std::string_view piece, const SplitStep& step, MatchScratch& sc
   }
 }
 
-// Ranked BPE over one pre-token's bytes (HF's BPE::merge_word): repeatedly merge the adjacent pair
-// with the lowest merge rank, leftmost first, using a heap of candidate pairs and a linked list of
-// symbols, so a long word costs O(n log n) rather than O(n^2).
-void bpe_merge(const TokenizerModel& m, std::string_view word, std::vector<int32_t>& out) {
+// Reused across the words of one encode() call, so the merge loop allocates nothing per word.
+struct BpeScratch {
   struct Sym {
     int32_t id;
-    int32_t prev, next;
-    bool alive;
+    int32_t prev, next;  // neighbours in the live list, -1 at the ends
+    bool alive;          // false once merged into its left neighbour
   };
   struct Cand {
     int32_t rank, pos, new_id;
-    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    // Min-heap order: lowest rank, then leftmost (HF's BPE::merge_word).
+    bool operator<(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
+  std::vector<Sym> syms;
+  std::vector<Cand> heap;
+  std::vector<Segment> segs;
+};
+
+// Ranked BPE over one pre-token's bytes (HF's BPE::merge_word): repeatedly merge the adjacent pair
+// with the lowest merge rank, leftmost first. Symbols are a linked list over the byte positions and
+// candidates a binary heap, so a long word costs O(n log n). A popped candidate is stale when either
+// side has merged since it was pushed: ranks are unique per pair, so it is current exactly when the
+// pair now at its position still has its rank.
+void bpe_merge(const TokenizerModel& m, std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) {
+  using Sym = BpeScratch::Sym;
+  using Cand = BpeScratch::Cand;
   const auto n = static_cast<int32_t>(word.size());
-  std::vector<Sym> syms(n);
-  for (int32_t i = 0; i < n; ++i)
-    syms[i] = {m.byte_to_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
-  auto lookup = [&](int32_t a, int32_t b) -> const MergeInfo* {
-    const auto it = m.merges.find((static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b));
-    return it == m.merges.end() ? nullptr : &it->second;
+  std::vector<Sym>& syms = scratch.syms;
+  std::vector<Cand>& heap = scratch.heap;
+  syms.resize(n);
+  heap.clear();
+  for (int32_t i = 0; i < n; ++i) syms[i] = {m.byte_to_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  auto push = [&](int32_t pos) {
+    const Sym& l = syms[pos];
+    const Sym& r = syms[l.next];
+    if (const MergeInfo* mi = m.merges.find(l.id, r.id)) {
+      heap.push_back({mi->rank, pos, mi->new_id});
+      std::push_heap(heap.begin(), heap.end());
+    }
   };
-  std::priority_queue<Cand, std::vector<Cand>, std::greater<>> heap;
-  for (int32_t i = 0; i + 1 < n; ++i)
-    if (const MergeInfo* mi = lookup(syms[i].id, syms[i + 1].id)) heap.push({mi->rank, i, mi->new_id});
+  for (int32_t i = 0; i + 1 < n; ++i) push(i);
   while (!heap.empty()) {
-    const Cand c = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end());
+    const Cand c = heap.back();
+    heap.pop_back();
     Sym& left = syms[c.pos];
     if (!left.alive || left.next < 0) continue;
     Sym& right = syms[left.next];
-    // A stale candidate: one side has merged since it was pushed.
-    const MergeInfo* mi = lookup(left.id, right.id);
-    if (mi == nullptr || mi->new_id != c.new_id || mi->rank != c.rank) continue;
+    if (const MergeInfo* mi = m.merges.find(left.id, right.id); mi == nullptr || mi->rank != c.rank) continue;
     left.id = c.new_id;
     right.alive = false;
     left.next = right.next;
     if (left.next >= 0) syms[left.next].prev = c.pos;
-    if (left.prev >= 0)
-      if (const MergeInfo* p = lookup(syms[left.prev].id, left.id)) heap.push({p->rank, left.prev, p->new_id});
-    if (left.next >= 0)
-      if (const MergeInfo* p = lookup(left.id, syms[left.next].id)) heap.push({p->rank, c.pos, p->new_id});
+    if (left.prev >= 0) push(left.prev);
+    if (left.next >= 0) push(c.pos);
   }
   for (int32_t i = 0; i >= 0 && i < n; i = syms[i].next) out.push_back(syms[i].id);
 }
 
-void bpe_word(const TokenizerModel& m, std::string_view word, std::vector<int32_t>& out) {
+void bpe_word(const TokenizerModel& m, std::string_view word, BpeScratch& scratch, std::vector<int32_t>& out) {
   if (word.size() == 1) {
     out.push_back(m.byte_to_id[static_cast<unsigned char>(word[0])]);
     return;
@@ -199,31 +211,22 @@ void bpe_word(const TokenizerModel& m, std::string_view word, std::vector<int32_
       return;
     }
   }
-  const bool cacheable = word.size() <= TokenizerModel::kCacheMaxWordBytes;
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(m.cache_mu);
-    const auto it = m.cache.find(word);
-    if (it != m.cache.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  const bool cacheable = word.size() <= WordCache::kMaxWordBytes;
+  const uint64_t h = cacheable ? WordCache::hash(word) : 0;
+  if (cacheable && m.cache.lookup(word, h, out)) return;
   const size_t start = out.size();
-  bpe_merge(m, word, out);
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(m.cache_mu);
-    if (m.cache.size() >= TokenizerModel::kCacheMaxEntries) m.cache.clear();
-    m.cache.emplace(std::string(word), std::vector<int32_t>(out.begin() + start, out.end()));
-  }
+  bpe_merge(m, word, scratch, out);
+  if (cacheable) m.cache.store(word, h, out.data() + start, out.size() - start);
 }
 
 // Pre-tokenizer + BPE for text that holds no added token.
-void encode_plain(const TokenizerModel& m, std::string_view text, MatchScratch& scratch, std::vector<int32_t>& out) {
+void encode_plain(const TokenizerModel& m, std::string_view text, MatchScratch& scratch, BpeScratch& bpe,
+                  std::vector<int32_t>& out) {
   if (text.empty()) return;
   std::vector<std::string_view> pieces{text}, next;
   for (const SplitStep& step : m.splits) {
     next.clear();
-    for (const std::string_view p : pieces) split_piece(p, step, scratch, next);
+    for (const std::string_view p : pieces) split_piece(p, step, scratch, bpe.segs, next);
     pieces.swap(next);
   }
   // ByteLevel: the optional prefix space (per piece, as HF) and GPT-2 split, then bytes → BPE.
@@ -251,7 +254,7 @@ void encode_plain(const TokenizerModel& m, std::string_view text, MatchScratch& 
     }
     pieces.swap(next);
   }
-  for (const std::string_view p : pieces) bpe_word(m, p, out);
+  for (const std::string_view p : pieces) bpe_word(m, p, bpe, out);
 }
 
 // Splits `text` on the tokens of `trie` (leftmost-longest) and hands the gaps to `on_text`.
@@ -293,8 +296,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   tok::MatchScratch scratch;
+  tok::BpeScratch bpe;
   const tok::TokenizerModel& m = *m_;
-  auto plain = [&](std::string_view t) { tok::encode_plain(m, t, scratch, out); };
+  auto plain = [&](std::string_view t) { tok::encode_plain(m, t, scratch, bpe, out); };
   if (!allow_special) {
     plain(text);
   } else {

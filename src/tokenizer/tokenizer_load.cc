@@ -207,8 +207,7 @@ class Loader {
         return bad("bad_merges", where + " " + entry.dump() + " uses a token missing from the vocab");
       if (iab == m.text_to_id.end())
         return bad("bad_merges", where + " " + entry.dump() + " produces a token missing from the vocab");
-      const uint64_t key = (static_cast<uint64_t>(ia->second) << 32) | static_cast<uint32_t>(ib->second);
-      m.merges[key] = MergeInfo{rank, iab->second};  // a repeated pair keeps the later rank, as HF
+      m.merges.insert_or_assign(ia->second, ib->second, MergeInfo{rank, iab->second});  // later rank wins, as HF
       ++rank;
     }
     if (m.ignore_merges) {

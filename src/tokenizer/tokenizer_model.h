@@ -1,6 +1,6 @@
 // tokenizer: the in-memory form of a tokenizer.json (internal to the tokenizer library).
 // Built and validated by tokenizer_load.cc, used read-only by encode/decode in tokenizer.cc; the only
-// mutable part is the word cache, behind a mutex, so one Tokenizer serves many threads.
+// mutable part is the word cache, behind striped mutexes, so one Tokenizer serves many threads.
 #pragma once
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -9,11 +9,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "tokenizer/bpe_tables.h"
 
 namespace dsv4::tok {
 
@@ -72,11 +73,6 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-struct MergeInfo {
-  int32_t rank;
-  int32_t new_id;
-};
-
 struct TokenizerModel {
   // Indexed by id; entries with empty text are gaps in the id space.
   std::vector<std::string> id_to_text;   // the string in tokenizer.json
@@ -86,8 +82,8 @@ struct TokenizerModel {
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> text_to_id;
 
   std::array<int32_t, 256> byte_to_id{};           // single-byte tokens: BPE's starting symbols
-  std::unordered_map<uint64_t, MergeInfo> merges;  // (left id << 32 | right id) → rank, result
-  bool ignore_merges = false;                      // HF BPE option: whole word in vocab wins
+  MergeTable merges;            // (left id, right id) → rank, result
+  bool ignore_merges = false;  // HF BPE option: whole word in vocab wins
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> bytes_to_id;  // ignore_merges only
 
   std::vector<SplitStep> splits;  // the pre-tokenizer's Split steps, in order
@@ -100,11 +96,8 @@ struct TokenizerModel {
   TokenTrie added_raw;
   TokenTrie added_normalized;
 
-  // Word cache: pre-token bytes → ids. Bounded; cleared when full.
-  mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache;
-  static constexpr size_t kCacheMaxEntries = 1 << 17;
-  static constexpr size_t kCacheMaxWordBytes = 128;
+  // Word cache: recent short pre-tokens → ids.
+  mutable WordCache cache;
 };
 
 // GPT-2's ByteLevel mapping: the printable stand-in for each byte, as a code point.

@@ -18,9 +18,15 @@ int main(int argc, char** argv) {
       {"index", dsv4::fuzz::index_entry},
       {"config", dsv4::fuzz::config_entry},
       {"npy", dsv4::fuzz::npy_entry},
+      {"tokenizer_load", dsv4::fuzz::tokenizer_load_entry},
+      {"tokenizer_encode", dsv4::fuzz::tokenizer_encode_entry},
+      {"output_parser", dsv4::fuzz::output_parser_entry},
+      {"chat_render", dsv4::fuzz::chat_render_entry},
   };
   if (argc != 3 || !targets.count(argv[1])) {
-    std::fprintf(stderr, "usage: dsv4_fuzz_replay {safetensors|index|config|npy} CORPUS_DIR\n");
+    std::fprintf(stderr, "usage: dsv4_fuzz_replay TARGET CORPUS_DIR; TARGET is one of:");
+    for (const auto& [name, entry] : targets) std::fprintf(stderr, " %s", name.c_str());
+    std::fprintf(stderr, "\n");
     return 2;
   }
   const Entry entry = targets.at(argv[1]);

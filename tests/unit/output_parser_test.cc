@@ -122,6 +122,52 @@ TEST(OutputParser, TruncatedInvokeIsDiscarded) {
   EXPECT_EQ(s.tool_calls_completed(), 1);
 }
 
+TEST(OutputParser, EosInsideInvokeIsReportedTruncated) {
+  // Found by the output_parser fuzzer: EOS before </｜DSML｜invoke> left the started call unreported.
+  const std::string text =
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"a\">\n<｜DSML｜parameter name=\"x\" string=\"true\">v"
+      "<｜end▁of▁sentence｜>";
+  StreamingOutputParser s(ThinkingMode::kChat);
+  const auto d = s.push(text);
+  (void)s.finish();
+  ASSERT_EQ(d.tool_calls.size(), 1u);  // the call's name and first argument bytes were streamed
+  EXPECT_EQ(s.tool_calls_started(), 1);
+  EXPECT_EQ(s.tool_calls_completed(), 0);
+  EXPECT_TRUE(s.truncated_tool_call());
+  EXPECT_TRUE(parse_completion(text, ThinkingMode::kChat).tool_calls.empty());
+}
+
+TEST(OutputParser, StrayDsmlTagSplitAcrossChunksLeavesNoBracket) {
+  // Found by the output_parser fuzzer: a chunk ending in "</｜DS" sent "</" before the stray tag
+  // was recognised, so streaming differed from the whole parse.
+  const std::string text = "a</｜DSML｜tool_calls>b";
+  EXPECT_EQ(parse_completion(text, ThinkingMode::kChat).content, "ab");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    StreamingOutputParser s(ThinkingMode::kChat);
+    std::string content = s.push(text.substr(0, cut)).content;
+    content += s.push(text.substr(cut)).content;
+    content += s.finish().content;
+    EXPECT_EQ(content, "ab") << "cut " << cut;
+  }
+}
+
+TEST(OutputParser, InvokeTagSplitInsideItsNameStartsTheCall) {
+  // Found by the output_parser fuzzer: a chunk ending in "<｜DSML｜invoke nam" was taken for a stray
+  // tag (its ｜DSML｜ matched first) and " nam" + the rest leaked into content.
+  const std::string text =
+      "ok<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"x\" string=\"true\">1</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>";
+  const auto whole = parse_completion(text, ThinkingMode::kChat);
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.content, "ok");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    StreamingOutputParser s(ThinkingMode::kChat);
+    const auto a = s.push(text.substr(0, cut)), b = s.push(text.substr(cut)), c = s.finish();
+    EXPECT_EQ(a.content + b.content + c.content, "ok") << "cut " << cut;
+    EXPECT_EQ(s.tool_calls_completed(), 1) << "cut " << cut;
+  }
+}
+
 bool has_dsml_residue(const std::string& s) {
   // The cases below use "<｜" and "<thi" as plain text on purpose; whole tags must never appear.
   return s.find("｜DSML｜") != std::string::npos || s.find("<｜end") != std::string::npos ||

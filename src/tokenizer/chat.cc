@@ -41,7 +41,7 @@ constexpr std::string_view kResponseFormatHead =
 enum class TurnKind { kSystem, kUser, kAssistant };
 
 struct Block {
-  std::string text;
+  std::string text;  // the message content (a tool result's wrapper tags are added when rendering)
   bool is_tool_result = false;
   std::string tool_call_id;
 };
@@ -76,16 +76,40 @@ Result<std::string> tool_schema(const ToolDefinition& t) {
   return out;
 }
 
+// The prompt being rendered, recording which bytes the template itself writes (tmpl) and which come
+// from the request (text): only the former may be read as special tokens (see encode_chat).
+class PromptBuilder {
+ public:
+  void tmpl(std::string_view s) {
+    if (s.empty()) return;
+    if (!spans_.empty() && spans_.back().end == out_.size())
+      spans_.back().end += s.size();
+    else
+      spans_.push_back({out_.size(), out_.size() + s.size()});
+    out_ += s;
+  }
+  void text(std::string_view s) { out_ += s; }
+  RenderedPrompt take() { return {std::move(out_), std::move(spans_)}; }
+
+ private:
+  std::string out_;
+  std::vector<TextSpan> spans_;
+};
+
 // spec §2.3: one DSML parameter per argument key, strings raw, everything else as Python JSON.
-std::string render_invoke(const ToolCall& call) {
-  std::vector<std::string> params;
+void render_invoke(const ToolCall& call, PromptBuilder& out) {
+  out.tmpl("<｜DSML｜invoke name=\"");
+  out.text(call.name);
+  out.tmpl("\">\n");
+  bool first = true;
   auto param = [&](std::string_view key, bool is_string, std::string_view value) {
-    std::string p = "<｜DSML｜parameter name=\"";
-    p += key;
-    p += is_string ? "\" string=\"true\">" : "\" string=\"false\">";
-    p += value;
-    p += "</｜DSML｜parameter>";
-    params.push_back(std::move(p));
+    if (!first) out.tmpl("\n");
+    first = false;
+    out.tmpl("<｜DSML｜parameter name=\"");
+    out.text(key);
+    out.tmpl(is_string ? "\" string=\"true\">" : "\" string=\"false\">");
+    out.text(value);
+    out.tmpl("</｜DSML｜parameter>");
   };
   const bool blank = call.arguments.find_first_not_of(" \t\r\n") == std::string::npos;
   if (!blank) {
@@ -102,23 +126,16 @@ std::string render_invoke(const ToolCall& call) {
       param("arguments", true, call.arguments);
     }
   }
-  std::string out = "<｜DSML｜invoke name=\"" + call.name + "\">\n";
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (i) out += "\n";
-    out += params[i];
-  }
-  out += "\n</｜DSML｜invoke>";
-  return out;
+  out.tmpl("\n</｜DSML｜invoke>");
 }
 
-std::string render_tool_calls(const std::vector<ToolCall>& calls) {
-  std::string out = "\n\n<｜DSML｜tool_calls>\n";
+void render_tool_calls(const std::vector<ToolCall>& calls, PromptBuilder& out) {
+  out.tmpl("\n\n<｜DSML｜tool_calls>\n");
   for (size_t i = 0; i < calls.size(); ++i) {
-    if (i) out += "\n";
-    out += render_invoke(calls[i]);
+    if (i) out.tmpl("\n");
+    render_invoke(calls[i], out);
   }
-  out += "\n</｜DSML｜tool_calls>";
-  return out;
+  out.tmpl("\n</｜DSML｜tool_calls>");
 }
 
 // Tool results go in the order of the preceding assistant's tool_calls (spec §2.2 step 2); results
@@ -144,8 +161,8 @@ void sort_tool_results(std::vector<Block>& blocks, const std::vector<ToolCall>* 
 
 }  // namespace
 
-Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span<const ToolDefinition> tools,
-                                const ChatRenderOptions& options) {
+Result<RenderedPrompt> render_chat_spans(std::span<const ChatMessage> messages, std::span<const ToolDefinition> tools,
+                                         const ChatRenderOptions& options) {
   bool thinking = options.thinking == ThinkingMode::kThinking;
   std::string_view effort_prefix;
   if (options.reasoning_effort) {
@@ -173,7 +190,7 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span
     } else if (msg.role == "user" || msg.role == "tool") {
       Block b;
       if (msg.role == "tool") {
-        b.text = "<tool_result>" + content + "</tool_result>";
+        b.text = content;
         b.is_tool_result = true;
         b.tool_call_id = msg.tool_call_id.value_or("");
       } else {
@@ -213,62 +230,77 @@ Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span
     if (turns[i].kind == TurnKind::kUser) last_user = static_cast<std::ptrdiff_t>(i);
 
   // 4. Render (spec §2.3).
-  std::string out(kBos);
-  out += effort_prefix;
+  PromptBuilder out;
+  out.tmpl(kBos);
+  out.tmpl(effort_prefix);
   for (size_t i = 0; i < turns.size(); ++i) {
     const Turn& t = turns[i];
     const auto idx = static_cast<std::ptrdiff_t>(i);
     switch (t.kind) {
       case TurnKind::kSystem:
-        out += t.content;
+        out.text(t.content);
         if (t.has_tools) {
-          out += "\n\n";
-          out += kToolsBlockHead;
+          out.tmpl("\n\n");
+          out.tmpl(kToolsBlockHead);
           for (size_t k = 0; k < tools.size(); ++k) {
-            if (k) out += "\n";
+            if (k) out.tmpl("\n");
             DSV4_ASSIGN_OR_RETURN(const std::string schema, tool_schema(tools[k]));
-            out += schema;
+            out.text(schema);
           }
-          out += kToolsBlockTail;
+          out.tmpl(kToolsBlockTail);
         }
         if (t.has_response_format) {
-          out += kResponseFormatHead;
+          out.tmpl(kResponseFormatHead);
           if (options.response_format_json.empty()) {
-            out += "{\"type\": \"json_object\"}";
+            out.tmpl("{\"type\": \"json_object\"}");
           } else {
             DSV4_ASSIGN_OR_RETURN(const std::string rf,
                                   py_dump_json_text(options.response_format_json, "response_format"));
-            out += rf;
+            out.text(rf);
           }
         }
         break;
       case TurnKind::kUser: {
-        out += kUser;
+        out.tmpl(kUser);
         for (size_t k = 0; k < t.blocks.size(); ++k) {
-          if (k) out += "\n\n";
-          out += t.blocks[k].text;
+          if (k) out.tmpl("\n\n");
+          if (t.blocks[k].is_tool_result) out.tmpl("<tool_result>");
+          out.text(t.blocks[k].text);
+          if (t.blocks[k].is_tool_result) out.tmpl("</tool_result>");
         }
         const bool last = i + 1 == turns.size();
         const bool next_is_assistant = !last && turns[i + 1].kind == TurnKind::kAssistant;
         if (next_is_assistant || (last && options.add_generation_prompt)) {
-          out += kAssistant;
-          out += (thinking && (!drop || idx == last_user)) ? kThinkStart : kThinkEnd;
+          out.tmpl(kAssistant);
+          out.tmpl((thinking && (!drop || idx == last_user)) ? kThinkStart : kThinkEnd);
         }
         break;
       }
       case TurnKind::kAssistant: {
         if (thinking && (!drop || idx > last_user)) {
-          out += t.reasoning.value_or("");
-          out += kThinkEnd;
+          out.text(t.reasoning.value_or(""));
+          out.tmpl(kThinkEnd);
         }
-        out += t.content;
-        if (!t.tool_calls.empty()) out += render_tool_calls(t.tool_calls);
-        if (!(options.continue_final_message && i + 1 == turns.size())) out += kEos;
+        out.text(t.content);
+        if (!t.tool_calls.empty()) render_tool_calls(t.tool_calls, out);
+        if (!(options.continue_final_message && i + 1 == turns.size())) out.tmpl(kEos);
         break;
       }
     }
   }
-  return out;
+  return out.take();
+}
+
+Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span<const ToolDefinition> tools,
+                                const ChatRenderOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(RenderedPrompt p, render_chat_spans(messages, tools, options));
+  return std::move(p.text);
+}
+
+Result<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
+                                         std::span<const ToolDefinition> tools, const ChatRenderOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(const RenderedPrompt p, render_chat_spans(messages, tools, options));
+  return tokenizer.encode_with_special_spans(p.text, p.template_spans);
 }
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 // tokenizer: OpenAI-style messages → the DeepSeek-V4 prompt string, byte-identical to DeepSeek's
-// reference encoder (encoding_dsv4.py; spec chat-format §2). Plain structs, no JSON library types:
-// the server converts request JSON into these; chat_json.h reads the official test-vector files.
+// reference encoder (encoding_dsv4.py; spec chat-format §2), and to ids with only the template's own
+// special tokens special (encode_chat). Plain structs, no JSON library types: the server converts
+// request JSON into these; chat_json.h reads the official test-vector files.
 #pragma once
 
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tokenizer/tokenizer.h"
 
 namespace dsv4 {
 
@@ -61,6 +63,24 @@ struct ChatRenderOptions {
 // run, bad reasoning_effort, tool schema / response_format that is not JSON.
 Result<std::string> render_chat(std::span<const ChatMessage> messages, std::span<const ToolDefinition> tools,
                                 const ChatRenderOptions& options);
+
+// The same text, plus which bytes the template wrote itself: BOS, role and think tags, EOS, the
+// <tool_result> wrappers, DSML tags and the fixed tools / response-format / effort text. Every other
+// byte came from the request: message content, reasoning, tool-call names, argument keys and values,
+// tool schemas and the response_format object.
+struct RenderedPrompt {
+  std::string text;
+  std::vector<TextSpan> template_spans;  // sorted, disjoint, non-empty
+};
+Result<RenderedPrompt> render_chat_spans(std::span<const ChatMessage> messages, std::span<const ToolDefinition> tools,
+                                         const ChatRenderOptions& options);
+
+// The prompt's ids for serving untrusted requests: the template's own special tokens are special,
+// while a special-token string inside any request text (a user typing "<｜Assistant｜>") is encoded
+// as ordinary text and cannot forge a turn. Equal to tokenizer.encode(render_chat(...)) whenever the
+// request text holds no added-token string.
+Result<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, std::span<const ChatMessage> messages,
+                                         std::span<const ToolDefinition> tools, const ChatRenderOptions& options);
 
 namespace chat_tokens {
 inline constexpr std::string_view kBos = "<｜begin▁of▁sentence｜>";

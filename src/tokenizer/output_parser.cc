@@ -114,7 +114,38 @@ StreamingOutputParser::Delta StreamingOutputParser::finish() {
 
 void StreamingOutputParser::flush_ws(bool reasoning, Delta& d) {
   (reasoning ? d.reasoning_content : d.content) += ws_;
+  note_emitted(reasoning, ws_);
   ws_.clear();
+}
+
+void StreamingOutputParser::note_emitted(bool reasoning, std::string_view text) {
+  std::string& tail = tail_[reasoning ? 0 : 1];
+  tail.append(text);
+  if (tail.size() > kDsml.size()) tail.erase(0, tail.size() - kDsml.size());
+}
+
+// A dropped tag (or a tool block) can leave text already sent that ends in a piece of ｜DSML｜ right
+// before text that completes it ("<｜DSML" + [stray tag] + "｜x>"): the completing part is dropped too,
+// as a stray tag, so the joined output never spells the marker. 1: dropped, 0: nothing to do, -1: wait.
+int StreamingOutputParser::drop_marker_completion(bool reasoning, bool at_end) {
+  if (!ws_.empty()) return 0;  // held whitespace sits between: no marker can form
+  const std::string& tail = tail_[reasoning ? 0 : 1];
+  for (size_t k = 1; k < kDsml.size(); ++k) {
+    if (tail.size() < k || std::string_view(tail).substr(tail.size() - k) != kDsml.substr(0, k)) continue;
+    const std::string_view need = kDsml.substr(k);
+    if (buf_.size() < need.size()) {
+      if (!at_end && need.starts_with(buf_)) return -1;
+      continue;
+    }
+    if (!buf_.starts_with(need)) continue;
+    size_t j = need.size();
+    while (j < buf_.size() && (std::isalnum(static_cast<unsigned char>(buf_[j])) || buf_[j] == '_')) ++j;
+    if (j == buf_.size() && !at_end) return -1;  // the tag name may continue
+    if (j < buf_.size() && buf_[j] == '>') ++j;
+    buf_.erase(0, j);
+    return 1;
+  }
+  return 0;
 }
 
 // Plain text: everything but a trailing whitespace run, which waits to see if a tool block follows.
@@ -128,8 +159,10 @@ void StreamingOutputParser::emit_text(bool reasoning, std::string_view text, Del
   }
   std::string& out = reasoning ? d.reasoning_content : d.content;
   out += ws_;
+  note_emitted(reasoning, ws_);
   ws_.clear();
   out.append(text.substr(0, end));
+  note_emitted(reasoning, text.substr(0, end));
   ws_.assign(text.substr(end));
 }
 
@@ -184,6 +217,7 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   static constexpr std::array<std::string_view, 6> kReasoningMarkers{kThinkEnd,   kToolCallsOpen, kEos,
                                                                      kThinkStart, kInvokeOpen,    kDsml};
   static constexpr std::array<std::string_view, 5> kContentMarkers{kToolCallsOpen, kEos, kThinkEnd, kInvokeOpen, kDsml};
+  if (const int r = drop_marker_completion(reasoning, at_end); r != 0) return r > 0;
   // What a chunk may end in and must be held for: the markers, plus the "<" or "</" that a stray tag
   // around ｜DSML｜ drops with it (a held "｜DSM" alone would let "</" through before it).
   static constexpr std::array<std::string_view, 8> kReasoningHeld{

@@ -90,6 +90,8 @@ class StreamingOutputParser {
 
   void emit_text(bool reasoning, std::string_view text, Delta& d);
   void flush_ws(bool reasoning, Delta& d);
+  void note_emitted(bool reasoning, std::string_view text);
+  int drop_marker_completion(bool reasoning, bool at_end);
   void emit_args(std::string_view fragment, Delta& d);
   void close_invoke(Delta& d);
   void drop_junk();
@@ -98,6 +100,7 @@ class StreamingOutputParser {
   std::string buf_;         // received, not yet consumed
   std::string ws_;          // trailing whitespace held: it is dropped if a tool block follows
   std::string param_head_;  // string=false: `, "key": ` waiting for the value
+  std::string tail_[2];     // the last bytes sent as reasoning [0] / content [1] (a ｜DSML｜'s length)
   int n_calls_ = 0, n_completed_ = 0, n_params_ = 0;
   bool truncated_ = false;
   bool reasoning_closed_ = false;

@@ -257,9 +257,11 @@ void encode_plain(const TokenizerModel& m, std::string_view text, MatchScratch& 
   for (const std::string_view p : pieces) bpe_word(m, p, bpe, out);
 }
 
-// Splits `text` on the tokens of `trie` (leftmost-longest) and hands the gaps to `on_text`.
-template <typename OnText>
-void split_added(const TokenTrie& trie, std::string_view text, std::vector<int32_t>& out, OnText&& on_text) {
+// Splits `text` on the tokens of `trie` (leftmost-longest) and hands the gaps to `on_text`. A match
+// of `len` bytes at `i` counts only if accept(i, len).
+template <typename Accept, typename OnText>
+void split_added(const TokenTrie& trie, std::string_view text, std::vector<int32_t>& out, Accept&& accept,
+                 OnText&& on_text) {
   size_t gap = 0, i = 0;
   while (i < text.size()) {
     if (!trie.may_start(static_cast<unsigned char>(text[i]))) {
@@ -267,7 +269,7 @@ void split_added(const TokenTrie& trie, std::string_view text, std::vector<int32
       continue;
     }
     const auto [len, id] = trie.longest_prefix(text.substr(i));
-    if (id < 0) {
+    if (id < 0 || !accept(i, len)) {
       ++i;
       continue;
     }
@@ -287,10 +289,51 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
+namespace tok {
+namespace {
+
+// `text` with invalid UTF-8 repaired (see encode()), and `spans` moved to the repaired offsets. A
+// boundary inside a replaced subpart moves to that subpart's end.
+std::string repair_with_spans(std::string_view text, std::vector<TextSpan>& spans) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  std::vector<size_t*> bounds;  // every span boundary, in text order
+  for (TextSpan& s : spans) {
+    bounds.push_back(&s.begin);
+    bounds.push_back(&s.end);
+  }
+  size_t b = 0, i = 0;
+  while (i < text.size()) {
+    const Utf8Step st = next_utf8_unit(text, i);
+    while (b < bounds.size() && *bounds[b] <= i) *bounds[b++] = out.size();
+    if (st.kind == Utf8Unit::kValid)
+      out.append(text.data() + i, st.len);
+    else
+      out.append(kReplacementChar);
+    i += st.len;
+    while (b < bounds.size() && *bounds[b] < i) *bounds[b++] = out.size();
+  }
+  for (; b < bounds.size(); ++b) *bounds[b] = out.size();
+  return out;
+}
+
+}  // namespace
+}  // namespace tok
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+  if (allow_special) {
+    const TextSpan all{0, text.size()};
+    return encode_with_special_spans(text, std::span<const TextSpan>(&all, 1));
+  }
+  return encode_with_special_spans(text, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_with_special_spans(std::string_view text,
+                                                          std::span<const TextSpan> special_spans) const {
   std::string repaired;
+  std::vector<TextSpan> spans(special_spans.begin(), special_spans.end());
   if (!tok::is_valid_utf8(text)) {
-    repaired = tok::utf8_lossy(text);
+    repaired = tok::repair_with_spans(text, spans);
     text = repaired;
   }
   std::vector<int32_t> out;
@@ -299,14 +342,26 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool allow_special
   tok::BpeScratch bpe;
   const tok::TokenizerModel& m = *m_;
   auto plain = [&](std::string_view t) { tok::encode_plain(m, t, scratch, bpe, out); };
-  if (!allow_special) {
+  if (spans.empty()) {
     plain(text);
-  } else {
-    tok::split_added(m.added_raw, text, out, [&](std::string_view gap) {
-      if (m.added_normalized.empty()) return plain(gap);
-      tok::split_added(m.added_normalized, gap, out, plain);
-    });
+    return out;
   }
+  // A match [at, at + len) of `part` (a piece of `text`) counts if one span holds all of it.
+  auto accept_in = [&](std::string_view part) {
+    const size_t base = static_cast<size_t>(part.data() - text.data());
+    return [&spans, base](size_t at, size_t len) {
+      const size_t b = base + at, e = b + len;
+      auto it = std::upper_bound(spans.begin(), spans.end(), b,
+                                 [](size_t x, const TextSpan& s) { return x < s.begin; });  // first span after b
+      if (it == spans.begin()) return false;
+      --it;
+      return b >= it->begin && e <= it->end;
+    };
+  };
+  tok::split_added(m.added_raw, text, out, accept_in(text), [&](std::string_view gap) {
+    if (m.added_normalized.empty()) return plain(gap);
+    tok::split_added(m.added_normalized, gap, out, accept_in(gap), plain);
+  });
   return out;
 }
 

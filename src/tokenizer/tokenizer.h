@@ -20,6 +20,11 @@ namespace tok {
 struct TokenizerModel;  // tokenizer.cc: vocab, merges, added tokens, compiled regexes, word cache
 }
 
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0, end = 0;
+};
+
 class Tokenizer {
  public:
   // Reads and validates a tokenizer.json. Malformed files give kInvalidFile with a `tokenizer.*` rule;
@@ -40,6 +45,11 @@ class Tokenizer {
   // stricter than HF's split_special_tokens, which still matches non-special added tokens, and
   // <｜User｜>/<｜Assistant｜> are non-special added tokens in DeepSeek's file.
   std::vector<int32_t> encode(std::string_view text, bool allow_special = true) const;
+  // encode() with added tokens matched only where they lie entirely inside one of `special_spans`
+  // (sorted, disjoint): text outside them is ordinary text, as with allow_special=false, but BPE and
+  // the pre-tokenizer still run over the whole text between matches, so the ids equal
+  // encode(text, true) whenever every added-token match of that call lies inside the spans.
+  std::vector<int32_t> encode_with_special_spans(std::string_view text, std::span<const TextSpan> special_spans) const;
 
   // Ids → text as HF decode(skip_special_tokens=False): byte-level tokens become their bytes, added
   // tokens their content, and the result is made valid UTF-8 (U+FFFD for broken sequences). Ids with

@@ -75,18 +75,19 @@ TEST(ChatRender, SpecExampleB_ThinkingDropsOldReasoning) {
             *render_chat(example_ab(), {}, ChatRenderOptions{.thinking = ThinkingMode::kChat}));
 }
 
-const char* kToolsBlockC =
-    "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by writing "
-    "a "
-    "\"<｜DSML｜tool_calls>\" block like the following:\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"$TOOL_NAME\">\n"
-    "<｜DSML｜parameter name=\"$PARAMETER_NAME\" string=\"true|false\">$PARAMETER_VALUE</｜DSML｜parameter>\n...\n"
-    "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"$TOOL_NAME2\">\n...\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>\n\n"
-    "String parameters should be specified as is and set `string=\"true\"`. For all other types (numbers, booleans, "
-    "arrays, objects), pass the value in JSON format and set `string=\"false\"`.\n\nIf thinking_mode is enabled "
-    "(triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls "
-    "or "
-    "final response.\n\nOtherwise, output directly after </think> with tool calls or final response.\n\n"
-    "### Available Tool Schemas\n\n";
+// The fixed tools preamble, taken from DeepSeek's own encoder output (official vector 1) rather than
+// restated here: from "## Tools" up to and including the "### Available Tool Schemas" heading.
+std::string official_tools_block_head() {
+  const std::string out = test::read_text_file(test::shared_dir() / "spec" / "official" / "encoding-tests" /
+                                               "test_output_1.txt");
+  const std::string end_marker = "### Available Tool Schemas\n\n";
+  const size_t b = out.find("## Tools\n\n"), e = out.find(end_marker);
+  if (b == std::string::npos || e == std::string::npos || e < b) {
+    ADD_FAILURE() << "official vector 1 has no tools block";
+    return "";
+  }
+  return out.substr(b, e + end_marker.size() - b);
+}
 
 std::vector<ChatMessage> example_c() {
   std::vector<ChatMessage> m;
@@ -107,7 +108,7 @@ TEST(ChatRender, SpecExampleC_ToolsMergeSortAndKeepReasoning) {
   auto got = render_chat(example_c(), tools, ChatRenderOptions{});
   ASSERT_TRUE(got.is_ok()) << got.status().to_string();
   const std::string want =
-      std::string("<｜begin▁of▁sentence｜>\n\n") + kToolsBlockC +
+      std::string("<｜begin▁of▁sentence｜>\n\n") + official_tools_block_head() +
       "{\"name\": \"get_weather\", \"description\": \"Get weather\", \"parameters\": {\"type\": \"object\"}}\n\n"
       "You MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
       "<｜User｜>Weather in Paris and Rome for 2 days?<｜Assistant｜><think>Need two calls.</think>Checking.\n\n"

@@ -168,6 +168,22 @@ TEST(OutputParser, InvokeTagSplitInsideItsNameStartsTheCall) {
   }
 }
 
+TEST(OutputParser, DroppingAStrayTagNeverSplicesANewMarker) {
+  // Found by the output_parser fuzzer: removing "<｜DSML｜x" from "<｜DSML<｜DSML｜x｜y>" joined
+  // "<｜DSML" and "｜y>" into a new ｜DSML｜ in the content.
+  for (const std::string text : {"a<｜DSML<｜DSML｜x｜y>b", "a｜DS<｜DSML｜tool_calls>ML｜q>b"}) {
+    const auto whole = parse_completion(text, ThinkingMode::kChat);
+    EXPECT_EQ(whole.content.find("｜DSML｜"), std::string::npos) << whole.content;
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      StreamingOutputParser s(ThinkingMode::kChat);
+      std::string content = s.push(text.substr(0, cut)).content;
+      content += s.push(text.substr(cut)).content;
+      content += s.finish().content;
+      EXPECT_EQ(content, whole.content) << "cut " << cut;
+    }
+  }
+}
+
 bool has_dsml_residue(const std::string& s) {
   // The cases below use "<｜" and "<thi" as plain text on purpose; whole tags must never appear.
   return s.find("｜DSML｜") != std::string::npos || s.find("<｜end") != std::string::npos ||

@@ -83,12 +83,14 @@ Result<std::vector<int32_t>> DeepSeekChatCodec::encode_chat(const ChatCompletion
   const char* choice = tool_choice_string(request.tool_choice);
   opt.tool_choice = choice ? choice : request.tool_choice.name;
   opt.json_response_format = request.json_response_format;
-  Result<std::string> text = render_chat(messages, tools, opt);
-  if (!text.is_ok()) {
+  // Only the template's own special tokens are special: a "<｜Assistant｜>" (or any other added-token
+  // string) inside message content, reasoning, tool arguments or schemas is encoded as plain text.
+  Result<std::vector<int32_t>> ids = dsv4::encode_chat(tokenizer_, messages, tools, opt);
+  if (!ids.is_ok()) {
     // Every render failure is a property of the request (roles, tool-message order, schemas).
-    return invalid_argument(text.status().rule(), text.status().message());
+    return invalid_argument(ids.status().rule(), ids.status().message());
   }
-  return tokenizer_.encode(*text, /*allow_special=*/true);
+  return std::move(ids).value();
 }
 
 Result<std::vector<int32_t>> DeepSeekChatCodec::encode_text(std::string_view text) const {

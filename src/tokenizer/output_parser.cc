@@ -315,6 +315,7 @@ bool StreamingOutputParser::step_invoke_name(Delta& d) {
   d.tool_calls.push_back(std::move(t));
   buf_.erase(0, end + kHeaderEnd.size());
   n_params_ = 0;
+  body_start_ = true;
   state_ = State::kArgs;
   return true;
 }
@@ -325,10 +326,13 @@ bool StreamingOutputParser::step_args(bool at_end, Delta& d) {
   while (i < buf_.size() && is_ws(buf_[i])) ++i;
   buf_.erase(0, i);
   if (buf_.empty()) return false;
-  if (buf_[0] == '{' && n_params_ == 0) {  // SGLang's variant: the invoke body is one JSON object
+  // SGLang's variant: the invoke body is one JSON object. Only right after the header: once junk was
+  // skipped, a '{' is more junk (else where a chunk ends inside junk would change the result).
+  if (buf_[0] == '{' && n_params_ == 0 && body_start_) {
     state_ = State::kJsonBody;
     return true;
   }
+  body_start_ = false;
   for (size_t k = 0; k < kMarkers.size(); ++k) {
     if (!buf_.starts_with(kMarkers[k])) continue;
     buf_.erase(0, kMarkers[k].size());

@@ -103,6 +103,7 @@ class StreamingOutputParser {
   std::string tail_[2];     // the last bytes sent as reasoning [0] / content [1] (a ｜DSML｜'s length)
   int n_calls_ = 0, n_completed_ = 0, n_params_ = 0;
   bool truncated_ = false;
+  bool body_start_ = false;  // kArgs: nothing but whitespace seen since the invoke header
   bool reasoning_closed_ = false;
 };
 

@@ -184,6 +184,24 @@ TEST(OutputParser, DroppingAStrayTagNeverSplicesANewMarker) {
   }
 }
 
+TEST(OutputParser, BraceAfterSkippedJunkIsNotAJsonBody) {
+  // Found by the output_parser fuzzer: junk in an invoke body was dropped up to the chunk's end, and a
+  // '{' starting the next chunk was then taken for SGLang's JSON-body form.
+  const std::string text =
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"w\">\njunk {{{\n<｜DSML｜parameter name=\"f\" "
+      "string=\"true\">s</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  const auto whole = parse_completion(text, ThinkingMode::kChat);
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, R"({"f": "s"})");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    StreamingOutputParser s(ThinkingMode::kChat);
+    std::string args;
+    for (const auto& d : {s.push(text.substr(0, cut)), s.push(text.substr(cut)), s.finish()})
+      for (const auto& t : d.tool_calls) args += t.arguments;
+    EXPECT_EQ(args, whole.tool_calls[0].arguments) << "cut " << cut;
+  }
+}
+
 bool has_dsml_residue(const std::string& s) {
   // The cases below use "<｜" and "<thi" as plain text on purpose; whole tags must never appear.
   return s.find("｜DSML｜") != std::string::npos || s.find("<｜end") != std::string::npos ||

@@ -2,8 +2,6 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <atomic>
-#include <thread>
 #include <string>
 
 #include "io/safetensors.h"
@@ -31,38 +29,24 @@ std::vector<int64_t> logit_rows(std::span<const BatchToken> batch, int64_t* n_ou
   return r;
 }
 
-// Runs fn(s) for every non-empty group, spread over up to max_threads threads.
-template <typename Fn>
-void parallel_for_sequences(const std::vector<std::vector<int64_t>>& groups, int max_threads, Fn&& fn) {
-  std::vector<size_t> todo;
-  for (size_t s = 0; s < groups.size(); ++s)
-    if (!groups[s].empty()) todo.push_back(s);
-  const size_t n_threads = std::min<size_t>(todo.size(), static_cast<size_t>(std::max(1, max_threads)));
-  if (n_threads <= 1) {
-    for (size_t s : todo) fn(s);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < n_threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < todo.size(); i = next++) fn(todo[i]);
-    });
-  for (auto& th : pool) th.join();
-}
-
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir) {
+Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
+  if (options.threads < 0)
+    return invalid_argument("model.threads", "thread count must be >= 0 (0 = one per CPU), got " +
+                                                 std::to_string(options.threads));
   DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
   DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
   // The whole tensor table first (names, dtypes, shapes), so a bad checkpoint names all its problems.
   DSV4_RETURN_IF_ERROR(check_checkpoint(cfg, ck).to_status(dir.string()));
-  DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(ck, cfg));
+  auto shared_ck = std::make_shared<const Checkpoint>(std::move(ck));
+  DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(std::move(shared_ck), cfg, options.backend));
   auto m = std::unique_ptr<Model>(new Model());
+  m->options_ = options;
+  m->pool_ = std::make_unique<ThreadPool>(options.threads);
   m->ctx_ = v4::ModelContext::make(cfg);
+  m->ctx_.exec = {options.backend, m->pool_.get(), options.isa};
   m->weights_ = std::move(w);
-  m->n_threads_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return m;
 }
 
@@ -116,42 +100,48 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
   int64_t n_out = 0;
   const auto out_row = logit_rows(batch, &n_out);
-  if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
-  if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto groups = rows_by_sequence(batch, states_by_seq.size());
+  std::vector<v4::BlockSegment> segs;
+  std::vector<size_t> seg_seq;
+  std::vector<int64_t> order;  // row r of H = batch row order[r]: each sequence's rows back to back
+  for (size_t s = 0; s < groups.size(); ++s) {
+    if (groups[s].empty()) continue;
+    segs.push_back({nullptr, static_cast<int64_t>(order.size()), static_cast<int64_t>(groups[s].size()),
+                    states_by_seq[s]->n_tokens()});
+    seg_seq.push_back(s);
+    order.insert(order.end(), groups[s].begin(), groups[s].end());
+  }
   if (trace) {
-    const size_t n_used = static_cast<size_t>(std::count_if(groups.begin(), groups.end(), [](auto& g) { return !g.empty(); }));
-    if (n_used > 1) return invalid_argument("model.trace_batch", "a traced forward takes a single sequence");
+    if (segs.size() > 1) return invalid_argument("model.trace_batch", "a traced forward takes a single sequence");
     trace->layers.assign(static_cast<size_t>(c.n_layers), {});
   }
-  // Sequences never interact, so they run on separate threads; each row's arithmetic is the same
-  // whatever the thread count.
-  auto run_one = [&](size_t s) {
-    const auto& rows = groups[s];
-    SequenceState& st = *states_by_seq[s];
-    const auto n = static_cast<int64_t>(rows.size());
-    const int64_t start = st.n_tokens();
-    // H [n, hc, d]: embed[ids] repeated over the hc streams (spec §2.1).
-    std::vector<int32_t> tokens(rows.size());
-    std::vector<float> H(static_cast<size_t>(n * hc * d));
-    for (int64_t i = 0; i < n; ++i) {
-      tokens[static_cast<size_t>(i)] = batch[static_cast<size_t>(rows[static_cast<size_t>(i)])].token;
-      const float* e = weights_->embed.data() + static_cast<int64_t>(tokens[static_cast<size_t>(i)]) * d;
-      for (int64_t j = 0; j < hc; ++j) std::copy_n(e, d, H.data() + (i * hc + j) * d);
-    }
-    for (int64_t il = 0; il < c.n_layers; ++il)
-      v4::block_forward(ctx_, il, weights_->layers[static_cast<size_t>(il)], &st.layers[static_cast<size_t>(il)],
-                        H.data(), tokens.data(), start, n, trace ? &trace->layers[static_cast<size_t>(il)] : nullptr);
-    st.n_tokens_ = start + n;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
-      if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-      if (logits && out_row[r] >= 0)
-        v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, H.data() + i * hc * d, 1,
-                        logits->data() + out_row[r] * V);
-    }
-  };
-  parallel_for_sequences(groups, n_threads_, run_one);
+  std::lock_guard<std::mutex> lock(forward_mu_);
+  if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
+  if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
+  const auto n = static_cast<int64_t>(order.size());
+  // H [n, hc, d]: embed[ids] repeated over the hc streams (spec §2.1); rows decoded as gathered.
+  std::vector<int32_t> tokens(order.size());
+  std::vector<float> H(static_cast<size_t>(n * hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    tokens[static_cast<size_t>(i)] = batch[static_cast<size_t>(order[static_cast<size_t>(i)])].token;
+    float* h0 = H.data() + i * hc * d;
+    weights_->embed.row(tokens[static_cast<size_t>(i)], h0);
+    for (int64_t j = 1; j < hc; ++j) std::copy_n(h0, d, h0 + j * d);
+  }
+  for (int64_t il = 0; il < c.n_layers; ++il) {
+    for (size_t k = 0; k < segs.size(); ++k) segs[k].state = &states_by_seq[seg_seq[k]]->layers[static_cast<size_t>(il)];
+    v4::block_forward(ctx_, il, weights_->layers[static_cast<size_t>(il)], segs, H.data(), tokens.data(), n,
+                      trace ? &trace->layers[static_cast<size_t>(il)] : nullptr);
+  }
+  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[seg_seq[k]]->n_tokens_ += segs[k].n;
+  // The head once for every row that wants logits: [n_want, hc, d] → [n_want, V] in batch order.
+  std::vector<float> Hl(static_cast<size_t>(n_out * hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
+    if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
+    if (logits && out_row[r] >= 0) std::copy_n(H.data() + i * hc * d, hc * d, Hl.data() + out_row[r] * hc * d);
+  }
+  if (logits && n_out > 0) v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, Hl.data(), n_out, logits->data());
   return Status::ok();
 }
 
@@ -169,6 +159,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto groups = rows_by_sequence(batch, states_by_seq.size());
+  std::lock_guard<std::mutex> lock(forward_mu_);
   std::vector<float> all;
   for (size_t s = 0; s < groups.size(); ++s) {
     const auto& rows = groups[s];

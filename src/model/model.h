@@ -1,16 +1,21 @@
-// model: the DeepSeek-V4-Flash model on the reference path (spec §2, §4): load a checkpoint directory,
-// create per-sequence state, and run a flat batch of tokens. Rows of different sequences never interact
-// and every row is computed in a fixed order, so a row's numbers do not depend on the rest of the batch.
+// model: the DeepSeek-V4-Flash model (spec §2, §4): load a checkpoint directory for a backend (the cpu
+// kernels on the mapped checkpoint, or the fp32 reference oracle), create per-sequence state, and run a
+// flat batch of tokens. Rows of different sequences never interact in attention; projections and MoE
+// run over the whole batch. Batch invariance (a row's numbers do not depend on the other rows): always on
+// the reference backend; on the cpu backend whenever AMX is not used (ModelOptions::isa below kAmx, or a
+// CPU without it) — with AMX, GEMMs of ≥ 16 rows (per projection, per expert) sum in another order.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/block.h"
 #include "model/deepseek_v4/context.h"
@@ -39,10 +44,19 @@ struct ForwardTrace {
   std::vector<v4::BlockTrace> layers;
 };
 
+struct ModelOptions {
+  Backend backend = Backend::kCpu;
+  int threads = 0;                         // the model's thread pool, calling thread included; 0 = one per CPU
+  kernels::Isa isa = kernels::Isa::kAuto;  // cpu backend: the kernels' ISA (tests, bench, batch invariance)
+};
+
 class Model {
  public:
   // DIR holds config.json (+ inference/config.json) and the safetensors checkpoint.
-  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir);
+  static Result<std::unique_ptr<Model>> load(const std::filesystem::path& dir, const ModelOptions& options = {});
+
+  const ModelOptions& options() const { return options_; }
+  int threads() const { return pool_->n_threads(); }
 
   const ModelConfig& config() const { return ctx_.cfg; }
   const v4::ModelContext& context() const { return ctx_; }
@@ -52,12 +66,10 @@ class Model {
 
   std::unique_ptr<SequenceState> new_sequence() const;
 
-  // Threads one forward may use to run different sequences of a batch concurrently (default: the
-  // hardware's). Results do not depend on it.
-  void set_threads(int n) { n_threads_ = n < 1 ? 1 : n; }
-
-  // Runs the batch (const: the model is immutable after load; one call per state at a time); logits (if not null) receives [n_want_logits, vocab] in batch order. On error nothing
-  // has changed: every check happens before any state is touched.
+  // Runs the batch (const: the model is immutable after load); logits (if not null) receives
+  // [n_want_logits, vocab] in batch order. Calls from several threads are serialized (they share the
+  // thread pool). On error nothing has changed: every check happens before any state is touched.
+  // Results do not depend on the thread count.
   Status forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
                  std::vector<float>* logits, ForwardCapture* capture = nullptr, ForwardTrace* trace = nullptr) const;
 
@@ -73,9 +85,11 @@ class Model {
  private:
   Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
 
+  ModelOptions options_;
+  std::unique_ptr<ThreadPool> pool_;
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
-  int n_threads_ = 1;
+  mutable std::mutex forward_mu_;
 };
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 // model: the checkpoint → internal weights table (spec §3 tensor list). Checkpoint names exist only here.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -26,7 +27,7 @@ enum class LinearKind {
 
 class Loader {
  public:
-  explicit Loader(const Checkpoint& ck) : ck_(ck) {}
+  Loader(const Checkpoint& ck, Backend backend) : ck_(ck), backend_(backend) {}
 
   Result<const TensorInfo*> get(const std::string& name, const std::vector<uint64_t>& shape) {
     const TensorInfo* t = ck_.find(name);
@@ -51,41 +52,94 @@ class Loader {
     lw->params.n_out = n_out;
     lw->params.out_round = kind == LinearKind::kF32Gemm ? ref::OutRound::kF32 : ref::OutRound::kBf16;
     lw->params.act_quant = ref::ActQuant::kNone;
+    lw->format = WeightFormat::kF32;
     const auto no = static_cast<uint64_t>(n_out), ni = static_cast<uint64_t>(n_in);
+    const bool views = backend_ == Backend::kCpu;
     if (t->dtype == DType::kF8E4M3 && (kind == LinearKind::kQuantized || kind == LinearKind::kExpert)) {
       DSV4_RETURN_IF_ERROR(get(wname, {no, ni}).status());
-      DSV4_RETURN_IF_ERROR(dequant_fp8(prefix, no, ni, &lw->w));
       lw->params.act_quant = ref::ActQuant::kFp8Block128;
-      return need_k128(wname, n_in);
+      DSV4_RETURN_IF_ERROR(need_k128(wname, n_in));
+      if (!views) return dequant_fp8(prefix, no, ni, &lw->w);
+      DSV4_ASSIGN_OR_RETURN(const TensorInfo* s, fp8_scale(prefix, no, ni));
+      lw->format = WeightFormat::kFp8;
+      lw->fp8 = {bytes(*t), bytes(*s), n_out, n_in};
+      return Status::ok();
     }
     if (t->dtype == DType::kI8 && kind == LinearKind::kExpert) {
       if (n_in % 32 != 0) return invalid_file("model.fp4_shape", wname + ": FP4 needs in % 32 == 0");
       DSV4_RETURN_IF_ERROR(get(wname, {no, ni / 2}).status());
       DSV4_ASSIGN_OR_RETURN(const TensorInfo* s, get(prefix + ".scale", {no, ni / 32}));
       if (s->dtype != DType::kF8E8M0) return bad_dtype(*s, "F8_E8M0");
-      lw->w.resize(no * ni);
-      ref::dequantize_fp4_block32(reinterpret_cast<const uint8_t*>(t->data.data()),
-                                  reinterpret_cast<const uint8_t*>(s->data.data()), n_out, n_in, lw->w.data());
       lw->params.act_quant = ref::ActQuant::kFp8Block128;
-      return need_k128(wname, n_in);
+      DSV4_RETURN_IF_ERROR(need_k128(wname, n_in));
+      if (views) {
+        lw->format = WeightFormat::kFp4;
+        lw->fp4 = {bytes(*t), bytes(*s), n_out, n_in};
+        return Status::ok();
+      }
+      lw->w.resize(no * ni);
+      ref::dequantize_fp4_block32(bytes(*t), bytes(*s), n_out, n_in, lw->w.data());
+      return Status::ok();
     }
     if (t->dtype == DType::kBF16 || t->dtype == DType::kF32) {
       if (kind == LinearKind::kExpert) return bad_dtype(*t, "I8 (packed FP4) or F8_E4M3");
+      DSV4_RETURN_IF_ERROR(get(wname, {no, ni}).status());
+      if (views && t->dtype == DType::kBF16) {
+        bf16_view(*t, n_out, n_in, lw);
+        return Status::ok();
+      }
+      // F32 weights have no packed kernel: both backends run them as decoded fp32.
       return floats(wname, {no, ni}, &lw->w);
     }
     return bad_dtype(*t, kind == LinearKind::kExpert ? "I8 (packed FP4) or F8_E4M3" : "F8_E4M3, BF16 or F32");
   }
 
   // wo_a: FP8 on disk, dequantized and rounded to bf16 as convert.py does (spec §3); or already BF16.
-  Status wo_a(const std::string& prefix, int64_t n_out, int64_t n_in, std::vector<float>* out) {
+  // Run without activation quantization, bf16 output (the reference's bf16 einsum, spec §2.8).
+  Status wo_a(const std::string& prefix, int64_t n_out, int64_t n_in, int64_t group_rows, LinearWeight* lw) {
     const std::string wname = prefix + ".weight";
-    DSV4_ASSIGN_OR_RETURN(const TensorInfo* t, get(wname, {static_cast<uint64_t>(n_out), static_cast<uint64_t>(n_in)}));
+    const auto no = static_cast<uint64_t>(n_out), ni = static_cast<uint64_t>(n_in);
+    DSV4_ASSIGN_OR_RETURN(const TensorInfo* t, get(wname, {no, ni}));
+    lw->params = {n_in, n_out, ref::ActQuant::kNone, ref::OutRound::kBf16};
+    lw->format = WeightFormat::kF32;
+    const bool views = backend_ == Backend::kCpu;
     if (t->dtype == DType::kF8E4M3) {
-      DSV4_RETURN_IF_ERROR(dequant_fp8(prefix, static_cast<uint64_t>(n_out), static_cast<uint64_t>(n_in), out));
-      for (float& v : *out) v = round_bf16(v);
+      if (views) {
+        DSV4_ASSIGN_OR_RETURN(const TensorInfo* s, fp8_scale(prefix, no, ni));
+        // A normal fp32 value e4m3·2^(e−127) has ≤ 4 significant bits, so bf16 holds it exactly; every
+        // E4M3 value times a scale with e in [10, 254] is normal. Then the FP8 view is the bf16 weight.
+        const uint8_t* sc = bytes(*s);
+        const bool exact = std::all_of(sc, sc + s->n_elements, [](uint8_t e) { return e >= 10 && e <= 254; });
+        if (exact && group_rows % 128 == 0) {
+          lw->format = WeightFormat::kFp8;
+          lw->fp8 = {bytes(*t), sc, n_out, n_in};
+          return Status::ok();
+        }
+        std::vector<float> f;
+        DSV4_RETURN_IF_ERROR(dequant_fp8(prefix, no, ni, &f));
+        lw->bf16_owned.resize(f.size());
+        for (size_t i = 0; i < f.size(); ++i) lw->bf16_owned[i] = float_to_bf16(f[i]);
+        lw->format = WeightFormat::kBf16;
+        lw->bf16 = {lw->bf16_owned.data(), n_out, n_in};
+        return Status::ok();
+      }
+      DSV4_RETURN_IF_ERROR(dequant_fp8(prefix, no, ni, &lw->w));
+      for (float& v : lw->w) v = round_bf16(v);
       return Status::ok();
     }
-    return decode_float(*t, out);
+    if (views && t->dtype == DType::kBF16) {
+      bf16_view(*t, n_out, n_in, lw);
+      return Status::ok();
+    }
+    return decode_float(*t, &lw->w);
+  }
+
+  Status embedding(const std::string& name, int64_t vocab, int64_t dim, EmbeddingTable* out) {
+    DSV4_ASSIGN_OR_RETURN(const TensorInfo* t, get(name, {u64(vocab), u64(dim)}));
+    if (t->dtype != DType::kBF16 && t->dtype != DType::kF16 && t->dtype != DType::kF32)
+      return bad_dtype(*t, "BF16, F16 or F32");
+    *out = {t->data.data(), t->dtype, vocab, dim};
+    return Status::ok();
   }
 
   Status tid2eid(const std::string& name, int64_t vocab, int64_t top_k, int64_t n_experts, std::vector<int32_t>* out) {
@@ -120,15 +174,35 @@ class Loader {
     return Status::ok();
   }
 
-  Status dequant_fp8(const std::string& prefix, uint64_t no, uint64_t ni, std::vector<float>* out) {
-    const TensorInfo* t = ck_.find(prefix + ".weight");
+  Result<const TensorInfo*> fp8_scale(const std::string& prefix, uint64_t no, uint64_t ni) {
     DSV4_ASSIGN_OR_RETURN(const TensorInfo* s, get(prefix + ".scale", {(no + 127) / 128, (ni + 127) / 128}));
     if (s->dtype != DType::kF8E8M0) return bad_dtype(*s, "F8_E8M0");
+    return s;
+  }
+
+  Status dequant_fp8(const std::string& prefix, uint64_t no, uint64_t ni, std::vector<float>* out) {
+    const TensorInfo* t = ck_.find(prefix + ".weight");
+    DSV4_ASSIGN_OR_RETURN(const TensorInfo* s, fp8_scale(prefix, no, ni));
     out->resize(no * ni);
-    ref::dequantize_fp8_block128(reinterpret_cast<const uint8_t*>(t->data.data()),
-                                 reinterpret_cast<const uint8_t*>(s->data.data()), static_cast<int64_t>(no),
-                                 static_cast<int64_t>(ni), out->data());
+    ref::dequantize_fp8_block128(bytes(*t), bytes(*s), static_cast<int64_t>(no), static_cast<int64_t>(ni), out->data());
     return Status::ok();
+  }
+
+  static const uint8_t* bytes(const TensorInfo& t) { return reinterpret_cast<const uint8_t*>(t.data.data()); }
+  static uint64_t u64(int64_t v) { return static_cast<uint64_t>(v); }
+
+  // A BF16 tensor as a kernel view; safetensors only aligns data to 8 bytes from the header's end in
+  // practice, not by contract, so an odd address gets an owned copy instead of a misaligned uint16_t*.
+  static void bf16_view(const TensorInfo& t, int64_t n_out, int64_t n_in, LinearWeight* lw) {
+    lw->format = WeightFormat::kBf16;
+    const std::byte* p = t.data.data();
+    if (reinterpret_cast<uintptr_t>(p) % alignof(uint16_t) == 0) {
+      lw->bf16 = {reinterpret_cast<const uint16_t*>(p), n_out, n_in};
+      return;
+    }
+    lw->bf16_owned.resize(static_cast<size_t>(t.n_elements));
+    std::memcpy(lw->bf16_owned.data(), p, t.n_elements * 2);
+    lw->bf16 = {lw->bf16_owned.data(), n_out, n_in};
   }
 
   static Status decode_float(const TensorInfo& t, std::vector<float>* out) {
@@ -153,6 +227,7 @@ class Loader {
   }
 
   const Checkpoint& ck_;
+  Backend backend_;
 };
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
@@ -197,7 +272,7 @@ Status load_block(Loader& ld, const std::string& p, int64_t il, const ModelConfi
   DSV4_RETURN_IF_ERROR(ld.linear(ap + "wq_b", c.n_heads * c.head_dim, c.q_lora_rank, LinearKind::kQuantized, &a.wq_b));
   DSV4_RETURN_IF_ERROR(ld.linear(ap + "wkv", c.head_dim, c.dim, LinearKind::kQuantized, &a.wkv));
   DSV4_RETURN_IF_ERROR(ld.floats(ap + "kv_norm.weight", {u(c.head_dim)}, &a.kv_norm));
-  DSV4_RETURN_IF_ERROR(ld.wo_a(ap + "wo_a", c.o_groups * c.o_lora_rank, c.n_heads * c.head_dim / c.o_groups, &a.wo_a));
+  DSV4_RETURN_IF_ERROR(ld.wo_a(ap + "wo_a", c.o_groups * c.o_lora_rank, c.n_heads * c.head_dim / c.o_groups, c.o_lora_rank, &a.wo_a));
   DSV4_RETURN_IF_ERROR(ld.linear(ap + "wo_b", c.dim, c.o_groups * c.o_lora_rank, LinearKind::kQuantized, &a.wo_b));
   const int64_t ratio = c.compress_ratio(il);
   if (ratio > 0) {
@@ -226,21 +301,49 @@ Status load_block(Loader& ld, const std::string& p, int64_t il, const ModelConfi
   for (int64_t e = 0; e < c.n_routed_experts; ++e)
     DSV4_RETURN_IF_ERROR(load_expert(ld, fp + "experts." + std::to_string(e) + ".", LinearKind::kExpert, c,
                                      &m.experts[static_cast<size_t>(e)]));
-  return load_expert(ld, fp + "shared_experts.", LinearKind::kQuantized, c, &m.shared);
+  DSV4_RETURN_IF_ERROR(load_expert(ld, fp + "shared_experts.", LinearKind::kQuantized, c, &m.shared));
+  // kernels::moe_layer takes FP4 routed experts and an FP8 shared expert (the official layout); other
+  // layouts run expert by expert through the linear dispatch.
+  const auto is = [](const ExpertWeights& e, WeightFormat f) {
+    return e.w1.format == f && e.w2.format == f && e.w3.format == f;
+  };
+  m.fused = is(m.shared, WeightFormat::kFp8) &&
+            std::all_of(m.experts.begin(), m.experts.end(), [&](const ExpertWeights& e) { return is(e, WeightFormat::kFp4); });
+  if (m.fused) {
+    for (const ExpertWeights& e : m.experts) m.fp4_experts.push_back({e.w1.fp4, e.w3.fp4, e.w2.fp4});
+    m.fp8_shared = {m.shared.w1.fp8, m.shared.w3.fp8, m.shared.w2.fp8};
+  }
+  return Status::ok();
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ModelWeights>> load_model_weights(const Checkpoint& ck, const ModelConfig& c) {
+void EmbeddingTable::row(int32_t token, float* out) const {
+  const auto i0 = static_cast<size_t>(token) * static_cast<size_t>(dim);
+  for (int64_t j = 0; j < dim; ++j) {
+    const size_t i = i0 + static_cast<size_t>(j);
+    if (dtype == DType::kF32) {
+      std::memcpy(&out[j], data + i * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, data + i * 2, 2);
+      out[j] = dtype == DType::kBF16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  }
+}
+
+Result<std::unique_ptr<ModelWeights>> load_model_weights(std::shared_ptr<const Checkpoint> ckp, const ModelConfig& c,
+                                                         Backend backend) {
   if (c.has_dspark())
     return unimplemented("model.dspark", "DSpark (V4-Flash-0731) MTP stages are not supported by this build");
   if (c.score_func != "sqrtsoftplus")
     return unimplemented("model.score_func", "gate score function '" + c.score_func + "' is not supported (sqrtsoftplus only)");
   if (c.n_shared_experts != 1)
     return unimplemented("model.shared_experts", "exactly one shared expert is supported (reference asserts it)");
-  Loader ld(ck);
+  Loader ld(*ckp, backend);
   auto w = std::make_unique<ModelWeights>();
-  DSV4_RETURN_IF_ERROR(ld.floats("embed.weight", {u(c.vocab_size), u(c.dim)}, &w->embed));
+  w->checkpoint = std::move(ckp);
+  DSV4_RETURN_IF_ERROR(ld.embedding("embed.weight", c.vocab_size, c.dim, &w->embed));
   DSV4_RETURN_IF_ERROR(ld.linear("head", c.vocab_size, c.dim, LinearKind::kF32Gemm, &w->head));
   DSV4_RETURN_IF_ERROR(ld.floats("norm.weight", {u(c.dim)}, &w->norm));
   DSV4_RETURN_IF_ERROR(load_hc(ld, "", "head", c.hc_mult, 1, c, &w->hc_head));

@@ -77,8 +77,9 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.footprint = model_state_footprint(c);
 }
 
-Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir) {
-  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir));
+Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir,
+                                                                 const ModelOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir, options));
   return std::make_unique<ModelModelRunner>(std::move(model));
 }
 

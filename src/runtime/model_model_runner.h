@@ -23,7 +23,8 @@ class ModelModelRunner : public ModelRunner {
  public:
   // `max_rollback`: deepest truncate() accepted (bounded by what the last forward fed anyway).
   explicit ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rollback = 8);
-  static Result<std::unique_ptr<ModelModelRunner>> load(const std::filesystem::path& dir);
+  static Result<std::unique_ptr<ModelModelRunner>> load(const std::filesystem::path& dir,
+                                                         const ModelOptions& options = {});
 
   const RunnerInfo& info() const override { return info_; }
   Result<SeqSlot> create_sequence() override;

@@ -30,12 +30,29 @@ SequenceRun run_sequence(Model& model, const std::vector<int32_t>& ids, int64_t 
   return r;
 }
 
-CaseData& CaseData::get(const GoldenCase& gc) {
+std::vector<EngineVariant> engine_variants() {
+  EngineVariant ref{"reference", {}, true};
+  ref.options.backend = Backend::kReference;
+  ref.options.threads = 2;
+  EngineVariant cpu{"cpu_noamx", {}, true};
+  cpu.options.backend = Backend::kCpu;
+  cpu.options.threads = 2;
+  cpu.options.isa = kernels::Isa::kAvx512;
+  EngineVariant best = cpu;
+  best.name = "cpu_best";
+  best.options.isa = kernels::Isa::kAuto;
+  best.exact_self = kernels::best_isa() != kernels::Isa::kAmx;
+  return {ref, cpu, best};
+}
+
+std::string variant_name(const ::testing::TestParamInfo<EngineVariant>& info) { return info.param.name; }
+
+CaseData& CaseData::get(const GoldenCase& gc, const EngineVariant& v) {
   static std::map<std::string, std::unique_ptr<CaseData>> cache;
-  auto& slot = cache[gc.checkpoint.string()];
+  auto& slot = cache[gc.checkpoint.string() + "|" + v.name];
   if (!slot) {
-    slot.reset(new CaseData(gc));
-    auto m = Model::load(gc.checkpoint);
+    slot.reset(new CaseData(gc, v));
+    auto m = Model::load(gc.checkpoint, v.options);
     EXPECT_TRUE(m.is_ok()) << m.status().to_string();
     if (m.is_ok()) slot->model = std::move(m).value();
     auto t = read_npy(gc.golden / "tokens.npy");

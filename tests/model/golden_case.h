@@ -2,6 +2,8 @@
 // lazily computed engine runs shared by the tests that need them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +16,20 @@
 
 namespace dsv4::test {
 
+// One way of running the model that the goldens must hold for (golden/README.md thresholds).
+struct EngineVariant {
+  std::string name;
+  ModelOptions options;
+  // Whether decode and chunked prefill reproduce one-shot prefill bit for bit: true for the reference
+  // and for the cpu kernels without AMX (each output one fixed sequence of fp32 operations whatever
+  // n_tokens); AMX sums ≥ 16-row GEMMs in another order than the decode GEMVs.
+  bool exact_self = true;
+};
+// reference; cpu with AMX excluded (AVX-512 requested: the best of AVX-512/AVX2/scalar the CPU has);
+// cpu with the best ISA (AMX where present). Two threads each.
+std::vector<EngineVariant> engine_variants();
+std::string variant_name(const ::testing::TestParamInfo<EngineVariant>& info);
+
 struct SequenceRun {
   std::vector<float> logits;   // [n, vocab]
   std::vector<float> streams;  // [n, hc, dim]
@@ -25,9 +41,11 @@ SequenceRun run_sequence(Model& model, const std::vector<int32_t>& ids, int64_t 
 
 class CaseData {
  public:
-  static CaseData& get(const GoldenCase& gc);
+  static CaseData& get(const GoldenCase& gc, const EngineVariant& v);
 
   const GoldenCase gc;
+  const EngineVariant variant;
+  const std::string label;  // "<case>/<variant>" for the printed figures
   std::unique_ptr<Model> model;
   std::vector<int32_t> tokens;
   int64_t vocab = 0;
@@ -40,7 +58,7 @@ class CaseData {
   const SequenceRun& run(int64_t prefill, int64_t chunk);  // cached by (prefill, chunk)
 
  private:
-  explicit CaseData(GoldenCase g) : gc(std::move(g)) {}
+  CaseData(GoldenCase g, EngineVariant v) : gc(std::move(g)), variant(std::move(v)), label(gc.name + "/" + variant.name) {}
   std::optional<v4::TeacherResult> teacher_;
   std::optional<SequenceRun> prefill_;
   ForwardTrace trace_;

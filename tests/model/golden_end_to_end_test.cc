@@ -14,8 +14,21 @@ namespace {
 
 constexpr double kE2eTop1 = 0.70, kE2eMeanAbs = 0.25;  // README thresholds (gross breakage only)
 constexpr int64_t kDecodePrefill = 37;                 // decode_logits row 0 = position 36
+// With AMX, prefill GEMMs of >= 16 rows sum on bf16 tiles in another order than decode; in these tiny
+// random models a last-bit difference can flip an indexer or routing choice for a few rows.
+constexpr double kAmxSelfTop1 = 0.95;
 
-class GoldenEndToEnd : public ::testing::Test {
+// Decode / chunked prefill against the engine's own one-shot prefill.
+template <typename Stats>
+void expect_self_consistent(const CaseData& cd, const Stats& self) {
+  if (cd.variant.exact_self) {
+    EXPECT_EQ(self.max_abs, 0.0) << cd.label << ": decode and chunks must reproduce prefill bit for bit";
+  } else {
+    EXPECT_GE(self.top1, kAmxSelfTop1) << cd.label;
+  }
+}
+
+class GoldenEndToEnd : public ::testing::TestWithParam<EngineVariant> {
  protected:
   void SetUp() override {
     cases_ = golden_cases();
@@ -24,21 +37,21 @@ class GoldenEndToEnd : public ::testing::Test {
   std::vector<GoldenCase> cases_;
 };
 
-TEST_F(GoldenEndToEnd, Prefill) {
+TEST_P(GoldenEndToEnd, Prefill) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto n = static_cast<int64_t>(cd.tokens.size());
     const auto s = compare_logits(cd.prefill().logits, cd.golden_f32("prefill_logits"), cd.vocab, n);
-    std::printf("[golden %s] e2e prefill: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    std::printf("[golden %s] e2e prefill: top-1 %.2f%% mean|dlogit| %.3g\n", cd.label.c_str(), 100 * s.top1, s.mean_abs);
     EXPECT_GE(s.top1, kE2eTop1);
     EXPECT_LE(s.mean_abs, kE2eMeanAbs);
   }
 }
 
-TEST_F(GoldenEndToEnd, PrefillThenDecode) {
+TEST_P(GoldenEndToEnd, PrefillThenDecode) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto n = static_cast<int64_t>(cd.tokens.size());
     const auto& run = cd.run(kDecodePrefill, kDecodePrefill);
@@ -47,19 +60,19 @@ TEST_F(GoldenEndToEnd, PrefillThenDecode) {
     std::vector<float> ours(run.logits.begin() + (kDecodePrefill - 1) * cd.vocab, run.logits.end());
     const int64_t rows = n - kDecodePrefill + 1;
     const auto s = compare_logits(ours, cd.golden_f32("decode_logits"), cd.vocab, rows);
-    std::printf("[golden %s] e2e prefill(37)+decode: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    std::printf("[golden %s] e2e prefill(37)+decode: top-1 %.2f%% mean|dlogit| %.3g\n", cd.label.c_str(), 100 * s.top1, s.mean_abs);
     EXPECT_GE(s.top1, kE2eTop1);
     EXPECT_LE(s.mean_abs, kE2eMeanAbs);
     const auto self = compare_logits(run.logits, cd.prefill().logits, cd.vocab, n);
-    std::printf("[golden %s] self: prefill(37)+decode vs own prefill: top-1 %.2f%% max|dlogit| %.3g\n", gc.name.c_str(),
+    std::printf("[golden %s] self: prefill(37)+decode vs own prefill: top-1 %.2f%% max|dlogit| %.3g\n", cd.label.c_str(),
                 100 * self.top1, self.max_abs);
-    EXPECT_GE(self.top1, 0.99);
+    expect_self_consistent(cd, self);
   }
 }
 
-TEST_F(GoldenEndToEnd, ChunkedPrefill) {
+TEST_P(GoldenEndToEnd, ChunkedPrefill) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto n = static_cast<int64_t>(cd.tokens.size());
     const auto golden = cd.golden_f32("prefill_logits");
@@ -68,17 +81,17 @@ TEST_F(GoldenEndToEnd, ChunkedPrefill) {
       const auto s = compare_logits(run.logits, golden, cd.vocab, n);
       const auto self = compare_logits(run.logits, cd.prefill().logits, cd.vocab, n);
       std::printf("[golden %s] e2e chunk %lld: top-1 %.2f%% mean|dlogit| %.3g | vs own prefill: top-1 %.2f%% max|dlogit| %.3g\n",
-                  gc.name.c_str(), static_cast<long long>(chunk), 100 * s.top1, s.mean_abs, 100 * self.top1, self.max_abs);
+                  cd.label.c_str(), static_cast<long long>(chunk), 100 * s.top1, s.mean_abs, 100 * self.top1, self.max_abs);
       EXPECT_GE(s.top1, kE2eTop1) << "chunk " << chunk;
       EXPECT_LE(s.mean_abs, kE2eMeanAbs) << "chunk " << chunk;
-      EXPECT_GE(self.top1, 0.99) << "chunk " << chunk;
+      expect_self_consistent(cd, self);
     }
   }
 }
 
-TEST_F(GoldenEndToEnd, Mtp) {
+TEST_P(GoldenEndToEnd, Mtp) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto n = static_cast<int64_t>(cd.tokens.size());
     const auto& c = cd.model->config();
@@ -92,7 +105,7 @@ TEST_F(GoldenEndToEnd, Mtp) {
         batch, std::span<const float>(pre.streams.data(), static_cast<size_t>((n - 1) * c.hc_mult * c.dim)), states, &mtp);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     const auto s = compare_logits(mtp, cd.golden_f32("mtp_prefill_logits"), cd.vocab, n - 1);
-    std::printf("[golden %s] e2e MTP: top-1 %.2f%% mean|dlogit| %.3g\n", gc.name.c_str(), 100 * s.top1, s.mean_abs);
+    std::printf("[golden %s] e2e MTP: top-1 %.2f%% mean|dlogit| %.3g\n", cd.label.c_str(), 100 * s.top1, s.mean_abs);
     EXPECT_GE(s.top1, kE2eTop1);
     EXPECT_LE(s.mean_abs, kE2eMeanAbs);
   }
@@ -100,9 +113,9 @@ TEST_F(GoldenEndToEnd, Mtp) {
 
 // Wherever the k-th and (k+1)-th indexer scores tie, the lower entry id must be the one selected; and no
 // unselected entry may outscore a selected one.
-TEST_F(GoldenEndToEnd, IndexerTieRuleSelfCheck) {
+TEST_P(GoldenEndToEnd, IndexerTieRuleSelfCheck) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& trace = cd.prefill_trace();
     int64_t ties = 0, violations = 0, layers = 0;
@@ -137,11 +150,13 @@ TEST_F(GoldenEndToEnd, IndexerTieRuleSelfCheck) {
         ties += row_tie;
       }
     }
-    std::printf("[golden %s] tie rule: %lld CSA layers, %lld rows with a tie at the cut, %lld violations\n", gc.name.c_str(),
+    std::printf("[golden %s] tie rule: %lld CSA layers, %lld rows with a tie at the cut, %lld violations\n", cd.label.c_str(),
                 static_cast<long long>(layers), static_cast<long long>(ties), static_cast<long long>(violations));
     EXPECT_EQ(violations, 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GoldenEndToEnd, ::testing::ValuesIn(engine_variants()), variant_name);
 
 }  // namespace
 }  // namespace dsv4::test

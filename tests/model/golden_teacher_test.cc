@@ -14,7 +14,7 @@ namespace {
 
 std::string lname(int64_t il, const char* what) { return "L" + std::to_string(il) + "_" + what; }
 
-class GoldenTeacher : public ::testing::Test {
+class GoldenTeacher : public ::testing::TestWithParam<EngineVariant> {
  protected:
   void SetUp() override {
     cases_ = golden_cases();
@@ -23,9 +23,9 @@ class GoldenTeacher : public ::testing::Test {
   std::vector<GoldenCase> cases_;
 };
 
-TEST_F(GoldenTeacher, HcPreCombPostAndY) {
+TEST_P(GoldenTeacher, HcPreCombPostAndY) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& c = cd.model->config();
     const auto& t = cd.teacher();
@@ -43,7 +43,7 @@ TEST_F(GoldenTeacher, HcPreCombPostAndY) {
         const double post_max = max_row_relative(*s.post, gp, c.hc_mult);
         const double y_max = max_row_relative(*s.y, gy, c.dim);
         std::printf("[golden %s] L%lld hc_pre_%s: comb rel_rms %.3g max_rel %.3g | post rel_rms %.3g max_rel %.3g | y max_rel %.3g\n",
-                    gc.name.c_str(), static_cast<long long>(il), s.name, comb_rms, comb_max, post_rms, post_max, y_max);
+                    cd.label.c_str(), static_cast<long long>(il), s.name, comb_rms, comb_max, post_rms, post_max, y_max);
         EXPECT_LE(comb_rms, 1e-5);
         EXPECT_LE(comb_max, 1e-5);
         EXPECT_LE(post_rms, 1e-5);
@@ -54,9 +54,9 @@ TEST_F(GoldenTeacher, HcPreCombPostAndY) {
   }
 }
 
-TEST_F(GoldenTeacher, AttentionAndIndexer) {
+TEST_P(GoldenTeacher, AttentionAndIndexer) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& c = cd.model->config();
     const auto& t = cd.teacher();
@@ -77,7 +77,7 @@ TEST_F(GoldenTeacher, AttentionAndIndexer) {
       }
       const double rms = relative_rms(L.attn_out, g, c.dim, rows);
       const double mx = max_row_relative(L.attn_out, g, c.dim, rows);
-      std::printf("[golden %s] L%lld attention (%s): rel_rms %.3g max_rel %.3g%s", gc.name.c_str(),
+      std::printf("[golden %s] L%lld attention (%s): rel_rms %.3g max_rel %.3g%s", cd.label.c_str(),
                   static_cast<long long>(il), std::string(attention_kind_name(c.attention_kind(il))).c_str(), rms, mx,
                   L.indexer.width > 0 ? "" : "\n");
       if (L.indexer.width > 0) std::printf(" | indexer top-k rows differing %.2f%%\n", 100 * differ);
@@ -87,9 +87,9 @@ TEST_F(GoldenTeacher, AttentionAndIndexer) {
   }
 }
 
-TEST_F(GoldenTeacher, MoeAndGate) {
+TEST_P(GoldenTeacher, MoeAndGate) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& c = cd.model->config();
     const auto& t = cd.teacher();
@@ -101,7 +101,7 @@ TEST_F(GoldenTeacher, MoeAndGate) {
       const double same = rows_identical(L.moe_out, g, c.dim);
       const double gate_diff = rows_set_differ(L.gate_indices, cd.golden_i32(lname(il, "gate_indices")), c.n_activated_experts);
       std::printf("[golden %s] L%lld moe: rel_rms %.3g max_rel %.3g bit-identical %.1f%% | gate sets differing %.2f%%\n",
-                  gc.name.c_str(), static_cast<long long>(il), rms, mx, 100 * same, 100 * gate_diff);
+                  cd.label.c_str(), static_cast<long long>(il), rms, mx, 100 * same, 100 * gate_diff);
       EXPECT_LE(rms, 2e-3) << "layer " << il;
       EXPECT_LE(mx, 0.02) << "layer " << il;
       EXPECT_GE(same, 0.97) << "layer " << il;
@@ -110,36 +110,38 @@ TEST_F(GoldenTeacher, MoeAndGate) {
   }
 }
 
-TEST_F(GoldenTeacher, BlockOutput) {
+TEST_P(GoldenTeacher, BlockOutput) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& c = cd.model->config();
     const auto& t = cd.teacher();
     for (int64_t il = 0; il < c.n_layers; ++il) {
       const double rms = relative_rms(t.layers[static_cast<size_t>(il)].block_out, cd.golden_f32(lname(il, "block_out")), c.dim);
-      std::printf("[golden %s] L%lld block_out: rel_rms %.3g\n", gc.name.c_str(), static_cast<long long>(il), rms);
+      std::printf("[golden %s] L%lld block_out: rel_rms %.3g\n", cd.label.c_str(), static_cast<long long>(il), rms);
       EXPECT_LE(rms, 0.025) << "layer " << il;
     }
   }
 }
 
-TEST_F(GoldenTeacher, HeadAndMtpOnGoldenStreams) {
+TEST_P(GoldenTeacher, HeadAndMtpOnGoldenStreams) {
   for (const auto& gc : cases_) {
-    CaseData& cd = CaseData::get(gc);
+    CaseData& cd = CaseData::get(gc, GetParam());
     ASSERT_TRUE(cd.model);
     const auto& t = cd.teacher();
     const auto n = static_cast<int64_t>(cd.tokens.size());
     const auto head = compare_logits(t.head_logits, cd.golden_f32("prefill_logits"), cd.vocab, n);
-    std::printf("[golden %s] head on golden streams: top-1 %.2f%% max|dlogit| %.3g\n", gc.name.c_str(), 100 * head.top1, head.max_abs);
+    std::printf("[golden %s] head on golden streams: top-1 %.2f%% max|dlogit| %.3g\n", cd.label.c_str(), 100 * head.top1, head.max_abs);
     EXPECT_EQ(head.top1, 1.0);
     EXPECT_LE(head.max_abs, 0.02);
     const auto mtp = compare_logits(t.mtp_logits, cd.golden_f32("mtp_prefill_logits"), cd.vocab, n - 1);
-    std::printf("[golden %s] MTP on golden streams: mean|dlogit| %.3g top-1 %.2f%%\n", gc.name.c_str(), mtp.mean_abs, 100 * mtp.top1);
+    std::printf("[golden %s] MTP on golden streams: mean|dlogit| %.3g top-1 %.2f%%\n", cd.label.c_str(), mtp.mean_abs, 100 * mtp.top1);
     EXPECT_LE(mtp.mean_abs, 0.01);
     EXPECT_GE(mtp.top1, 0.985);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GoldenTeacher, ::testing::ValuesIn(engine_variants()), variant_name);
 
 }  // namespace
 }  // namespace dsv4::test

@@ -189,7 +189,7 @@ struct SyntheticCompressor {
     v4::compressor_init(w, &st);
     const int64_t n = static_cast<int64_t>(x.size()) / dim;
     for (int64_t s = 0; s < n; s += chunk)
-      v4::compressor_feed(w, v4::CompressorKind::kMain, 64, 1e-6f, freqs, &st, x.data() + s * dim, s, std::min(chunk, n - s));
+      v4::compressor_feed(v4::Execution{}, w, v4::CompressorKind::kMain, 64, 1e-6f, freqs, &st, x.data() + s * dim, s, std::min(chunk, n - s));
     EXPECT_EQ(st.n_entries, n / w.ratio);
     return st.entries;
   }

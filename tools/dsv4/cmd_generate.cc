@@ -1,5 +1,5 @@
-// tools: `dsv4 generate` — generate tokens from a model on the reference forward path: prefill the
-// prompt, then decode one token at a time, greedy (temperature 0) or sampled. A text prompt is encoded
+// tools: `dsv4 generate` — generate tokens from a model (cpu kernels or the reference, --backend): prefill
+// the prompt, then decode one token at a time, greedy (temperature 0) or sampled; a timing line on stderr. A text prompt is encoded
 // with the model's tokenizer.json and the output streamed as text (complete UTF-8 only); --prompt-ids
 // prints ids. --dry-run validates the config and prints the memory plan without touching weights.
 #include <cmath>
@@ -12,7 +12,11 @@
 #include <string>
 #include <vector>
 
+#include <chrono>
+
 #include "args.h"
+#include "model_flags.h"
+#include "process_memory.h"
 #include "command.h"
 #include "io/model_config.h"
 #include "model/cost_model.h"
@@ -26,12 +30,14 @@ namespace {
 constexpr const char* kUsage =
     "usage: dsv4 generate --model DIR (--prompt TEXT | --prompt-ids IDS) [-n N] [--temperature T] [--seed S]\n"
     "                     [--ignore-eos] [--tokenizer PATH] [--dry-run [--ctx-size N]]\n"
+    "                     [--backend cpu|reference] [--threads N] [--isa ISA] [--timings]\n"
     "  TEXT: encoded with DIR/tokenizer.json (or --tokenizer), BOS prepended; output printed as text\n"
     "  IDS: token ids separated by commas or spaces, or a file holding them; output printed as ids\n"
     "  -n N            tokens to generate (default 16)\n"
     "  --temperature   0 = greedy (default); > 0 samples from softmax(logits / T)\n"
     "  --seed          sampling seed (default 0)\n"
     "  --ignore-eos    keep going after the end-of-sequence token\n"
+    "  --timings       one line on stderr: load, prefill and decode seconds and tokens/s, peak RSS\n"
     "  --dry-run       validate DIR's config (or a config.json) and print the memory plan; no weights read\n"
     "  --ctx-size N    context the plan is made for (default: the model's max_position_embeddings)\n";
 
@@ -119,7 +125,12 @@ Status run(const Args& a) {
   DSV4_ASSIGN_OR_RETURN(int64_t seed, a.get_int("--seed", 0, 0, INT64_MAX));
   const bool ignore_eos = a.has("--ignore-eos");
 
-  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(*model_dir));
+  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a));
+  using Clock = std::chrono::steady_clock;
+  const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const auto t_load = Clock::now();
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(*model_dir, mopt));
+  const double load_s = secs(Clock::now() - t_load);
   const int64_t V = model->config().vocab_size;
   if (tokenizer) {
     // Raw completion prompt: BOS then the text, user text never forging special tokens.
@@ -139,8 +150,14 @@ Status run(const Args& a) {
   for (size_t i = 0; i < prompt.size(); ++i)
     batch.push_back({0, static_cast<int32_t>(i), prompt[i], i + 1 == prompt.size()});
   std::vector<float> logits;
+  // The first forward is the prefill (the whole prompt), every later one decodes one token.
+  double prefill_s = 0.0, decode_s = 0.0;
+  int64_t n_prefill = 0, n_decode = 0;
   for (int64_t k = 0; k < n_new; ++k) {
+    const auto t0 = Clock::now();
     DSV4_RETURN_IF_ERROR(model->forward(batch, states, &logits));
+    (k == 0 ? prefill_s : decode_s) += secs(Clock::now() - t0);
+    (k == 0 ? n_prefill : n_decode) += static_cast<int64_t>(batch.size());
     const int32_t next = pick_token(logits.data(), V, temperature, rng);
     const bool eos = next == model->config().eos_token_id;
     if (decoder) {
@@ -154,6 +171,16 @@ Status run(const Args& a) {
   }
   if (decoder) std::fputs(decoder->flush().c_str(), stdout);
   std::printf("\n");
+  std::fflush(stdout);
+  if (!a.has("--timings")) return Status::ok();
+  const auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
+  std::fprintf(stderr,
+               "timing: backend %s threads %d isa %s | load %.3f s | prefill %lld tok %.3f s %.2f tok/s | "
+               "decode %lld tok %.3f s %.2f tok/s | peak RSS %.1f MiB\n",
+               backend_name(mopt.backend), model->threads(),
+               kernels::isa_name(mopt.backend == Backend::kCpu ? kernels::resolve_isa(mopt.isa) : kernels::Isa::kScalar),
+               load_s, static_cast<long long>(n_prefill), prefill_s, rate(n_prefill, prefill_s),
+               static_cast<long long>(n_decode), decode_s, rate(n_decode, decode_s), peak_rss_bytes() / 1048576.0);
   return Status::ok();
 }
 
@@ -165,17 +192,20 @@ int cmd_generate(int argc, char** argv) {
     if (a == "-n") a = "--n";
     av.push_back(a.data());
   }
-  auto args = Args::parse(argc, av.data(), {"--model", "--prompt", "--prompt-ids", "--n", "--temperature", "--seed",
-                                                    "--tokenizer", "--ctx-size"},
-                          {"--ignore-eos", "--help", "--dry-run"});
+  std::vector<std::string> flags = {"--model", "--prompt", "--prompt-ids", "--n", "--temperature", "--seed",
+                                    "--tokenizer", "--ctx-size"};
+  flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
+  auto args = Args::parse(argc, av.data(), flags, {"--ignore-eos", "--help", "--dry-run", "--timings"});
   if (args.is_ok() && !args->positional().empty())
     args = Result<Args>(invalid_argument("cli.positional", "unexpected argument '" + args->positional()[0] + "'"));
   if (!args.is_ok()) {
     std::fputs(kUsage, stderr);
+    std::fputs(model_flags_usage(), stderr);
     return report_error("generate", args.status());
   }
   if (args->has("--help")) {
     std::fputs(kUsage, stdout);
+    std::fputs(model_flags_usage(), stdout);
     return 0;
   }
   const Status s = run(*args);
@@ -185,6 +215,6 @@ int cmd_generate(int argc, char** argv) {
 
 }  // namespace
 
-DSV4_COMMAND("generate", "generate tokens on the reference forward path (greedy or sampled)", cmd_generate);
+DSV4_COMMAND("generate", "generate tokens (greedy or sampled) with a timing summary", cmd_generate);
 
 }  // namespace dsv4::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "model_flags.h"
 #include "command.h"
 #include "runtime/engine_core.h"
 #include "runtime/model_model_runner.h"
@@ -21,7 +22,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: dsv4 generate-batch --model DIR --batch-file PROMPTS.jsonl [--concurrency N] [--speculative K]\n"
     "                           [--max-tokens N] [--batch-tokens N] [--pool-mib M] [--prefix-cache N]\n"
-    "                           [--ignore-eos] [--quiet]\n"
+    "                           [--ignore-eos] [--quiet] [--backend cpu|reference] [--threads N] [--isa ISA]\n"
     "  PROMPTS.jsonl   one request per line: {\"prompt_ids\": [1, 2, 3], \"max_tokens\": 16, \"temperature\": 0,\n"
     "                  \"seed\": 7}; max_tokens defaults to --max-tokens (16), temperature to 0 (greedy)\n"
     "  --concurrency   sequences decoded together (default 4)\n"
@@ -83,7 +84,8 @@ Status run(const Args& a) {
   const bool quiet = a.has("--quiet");
   DSV4_ASSIGN_OR_RETURN(auto reqs, read_requests(*batch_file, max_tokens, a.has("--ignore-eos")));
 
-  DSV4_ASSIGN_OR_RETURN(auto runner, ModelModelRunner::load(*model_dir));
+  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a));
+  DSV4_ASSIGN_OR_RETURN(auto runner, ModelModelRunner::load(*model_dir, mopt));
   if (spec_k > 0 && !runner->info().has_mtp)
     return invalid_argument("cli.no_mtp", "--speculative needs a checkpoint with an MTP module");
   EngineCoreOptions opt;
@@ -152,18 +154,20 @@ Status run(const Args& a) {
 }
 
 int cmd_generate_batch(int argc, char** argv) {
-  auto args = Args::parse(argc, argv,
-                          {"--model", "--batch-file", "--concurrency", "--speculative", "--max-tokens", "--batch-tokens",
-                           "--pool-mib", "--prefix-cache"},
-                          {"--ignore-eos", "--quiet", "--help"});
+  std::vector<std::string> flags = {"--model", "--batch-file", "--concurrency", "--speculative", "--max-tokens",
+                                    "--batch-tokens", "--pool-mib", "--prefix-cache"};
+  flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
+  auto args = Args::parse(argc, argv, flags, {"--ignore-eos", "--quiet", "--help"});
   if (args.is_ok() && !args->positional().empty())
     args = Result<Args>(invalid_argument("cli.positional", "unexpected argument '" + args->positional()[0] + "'"));
   if (!args.is_ok()) {
     std::fputs(kUsage, stderr);
+    std::fputs(model_flags_usage(), stderr);
     return report_error("generate-batch", args.status());
   }
   if (args->has("--help")) {
     std::fputs(kUsage, stdout);
+    std::fputs(model_flags_usage(), stdout);
     return 0;
   }
   const Status s = run(*args);

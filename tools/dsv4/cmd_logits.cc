@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "model_flags.h"
 #include "command.h"
 #include "io/npy.h"
 #include "model/deepseek_v4/teacher.h"
@@ -16,7 +17,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: dsv4 logits --model DIR --ids FILE --out OUT.npy [--prefill N] [--chunk C] [--mtp-out MTP.npy]\n"
-    "                   [--teacher GOLDEN_DIR] [--dump-intermediates DIR]\n"
+    "                   [--teacher GOLDEN_DIR] [--dump-intermediates DIR] [--backend cpu|reference] [--threads N]\n"
+    "                   [--isa ISA]\n"
     "  FILE: whitespace-separated token ids. OUT.npy: float32 [n_ids, vocab], the logits after each position.\n"
     "  --prefill N   prefill the first N ids, then feed the rest one at a time (decode path)\n"
     "  --chunk C     prefill in chunks of C ids\n"
@@ -42,7 +44,8 @@ Status run(const Args& a) {
   const auto n = static_cast<int64_t>(ids.size());
   DSV4_ASSIGN_OR_RETURN(int64_t prefill, a.get_int("--prefill", n, 1, n));
   DSV4_ASSIGN_OR_RETURN(int64_t chunk, a.get_int("--chunk", n, 1, int64_t{1} << 30));
-  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(*model_dir));
+  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a));
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(*model_dir, mopt));
   const ModelConfig& c = model->config();
   const auto V = static_cast<uint64_t>(c.vocab_size);
   const auto mtp_out = a.get("--mtp-out");
@@ -100,16 +103,18 @@ Status run(const Args& a) {
 }
 
 int cmd_logits(int argc, char** argv) {
-  auto args = Args::parse(argc, argv,
-                          {"--model", "--ids", "--out", "--prefill", "--chunk", "--mtp-out", "--teacher",
-                           "--dump-intermediates"},
-                          {"--help"});
+  std::vector<std::string> flags = {"--model", "--ids", "--out", "--prefill", "--chunk", "--mtp-out", "--teacher",
+                                    "--dump-intermediates"};
+  flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
+  auto args = Args::parse(argc, argv, flags, {"--help"});
   if (!args.is_ok()) {
     std::fputs(kUsage, stderr);
+    std::fputs(model_flags_usage(), stderr);
     return report_error("logits", args.status());
   }
   if (args->has("--help")) {
     std::fputs(kUsage, stdout);
+    std::fputs(model_flags_usage(), stdout);
     return 0;
   }
   const Status s = run(*args);

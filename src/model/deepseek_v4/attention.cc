@@ -9,8 +9,8 @@
 #include "core/quant.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/indexer.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/common.h"
-#include "ops/reference/linear.h"
 #include "ops/reference/norm.h"
 #include "ops/reference/rope.h"
 #include "ops/reference/sparse_attention.h"
@@ -32,17 +32,17 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
 
   // 1. Query latent qr = RMSNorm_q(wq_a·x): [n, q_lora_rank] (the indexer reuses it).
   std::vector<float> qr(static_cast<size_t>(n * c.q_lora_rank));
-  ref::linear(w.wq_a.params, w.wq_a.w.data(), x, n, qr.data());
+  linear(ctx.exec, w.wq_a, x, n, qr.data());
   ref::rms_norm(qr.data(), n, c.q_lora_rank, w.q_norm.data(), eps, qr.data());
   // 2. Query heads [n, H, D]: per-head RMS in bf16 steps, RoPE on the last rd dims.
   std::vector<float> q(static_cast<size_t>(n * H * D));
-  ref::linear(w.wq_b.params, w.wq_b.w.data(), qr.data(), n, q.data());
+  linear(ctx.exec, w.wq_b, qr.data(), n, q.data());
   ref::head_rms_norm_bf16(q.data(), n * H, D, eps);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < H; ++h) ref::apply_rope(q.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
   // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x), RoPE tail, FP8 simulation of the nope dims (64-blocks).
   std::vector<float> kv(static_cast<size_t>(n * D));
-  ref::linear(w.wkv.params, w.wkv.w.data(), x, n, kv.data());
+  linear(ctx.exec, w.wkv, x, n, kv.data());
   ref::rms_norm(kv.data(), n, D, w.kv_norm.data(), eps, kv.data());
   for (int64_t i = 0; i < n; ++i) {
     float* row = kv.data() + i * D;
@@ -55,7 +55,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   std::vector<std::vector<int32_t>> selected;
   if (w.has_indexer) indexer_select(ctx, il, w.indexer, st, x, qr.data(), start, n, &selected, selection ? &selection->scores : nullptr);
   if (w.has_compressor)
-    compressor_feed(w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, x, start, n);
+    compressor_feed(ctx.exec, w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, x, start, n);
   if (selection) {
     selection->width = w.has_indexer ? std::min<int64_t>(c.index_topk, (start + n) / ratio) : 0;
     selection->ids.assign(static_cast<size_t>(n * selection->width), -1);
@@ -94,16 +94,13 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     std::copy(kv.begin() + i * D, kv.begin() + (i + 1) * D, st->window.begin() + ((start + i) % win) * D);
 
   // 6. De-rotate, grouped low-rank output: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
-  const int64_t G = c.o_groups, R = c.o_lora_rank, gin = H * D / G;
+  const int64_t G = c.o_groups, R = c.o_lora_rank;
   std::vector<float> z(static_cast<size_t>(n * G * R));
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < H; ++h) ref::apply_rope(o.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t r = 0; r < R; ++r)
-        z[static_cast<size_t>((i * G + g) * R + r)] =
-            round_bf16(ref::dot_f64(o.data() + i * H * D + g * gin, w.wo_a.data() + (g * R + r) * gin, gin));
-  }
-  ref::linear(w.wo_b.params, w.wo_b.w.data(), z.data(), n, out);
+  // o [n, G, H·D/G] → z [n, G, R]: bf16 weights, no activation quantization, bf16 output.
+  grouped_linear(ctx.exec, w.wo_a, G, o.data(), n, z.data());
+  linear(ctx.exec, w.wo_b, z.data(), n, out);
 }
 
 }  // namespace dsv4::v4

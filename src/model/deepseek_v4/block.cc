@@ -1,6 +1,7 @@
 // model/deepseek_v4: block forward (spec §2.2).
 #include "model/deepseek_v4/block.h"
 
+#include "core/thread_pool.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
 #include "ops/reference/norm.h"
@@ -23,15 +24,27 @@ void moe_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, co
   moe_forward(ctx, il, w.moe, x.data(), tokens, n, out, gate_idx, gate_w);
 }
 
-void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, LayerState* st, float* H,
-                   const int32_t* tokens, int64_t start, int64_t n, BlockTrace* trace) {
+void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, std::span<const BlockSegment> segs,
+                   float* H, const int32_t* tokens, int64_t n, BlockTrace* trace) {
   const int64_t d = ctx.cfg.dim, hc = ctx.cfg.hc_mult, K = ctx.cfg.n_activated_experts;
   const auto sz = [](int64_t v) { return static_cast<size_t>(v); };
   std::vector<float> y(sz(n * d)), post(sz(n * hc)), comb(sz(n * hc * hc)), sub(sz(n * d)), H2(sz(n * hc * d));
 
   hc_pre_tokens(ctx, w.hc_attn, H, n, y.data(), post.data(), comb.data());
   if (trace) trace->hc_pre_attn_y = y, trace->hc_attn_post = post, trace->hc_attn_comb = comb;
-  attention_sublayer(ctx, il, w, st, y.data(), start, n, sub.data(), trace ? &trace->indexer : nullptr);
+  auto attend = [&](const BlockSegment& s) {
+    attention_sublayer(ctx, il, w, s.state, y.data() + s.row0 * d, s.start, s.n, sub.data() + s.row0 * d,
+                       trace ? &trace->indexer : nullptr);
+  };
+  if (ctx.exec.backend == Backend::kReference && ctx.exec.pool != nullptr && segs.size() > 1) {
+    // The reference ops are single-threaded: sequences run side by side instead.
+    ctx.exec.pool->parallel_for(static_cast<int64_t>(segs.size()), 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t s = b; s < e; ++s) attend(segs[static_cast<size_t>(s)]);
+    });
+  } else {
+    // The cpu kernels split each projection across the pool.
+    for (const BlockSegment& s : segs) attend(s);
+  }
   if (trace) trace->attn_out = sub;
   hc_post_tokens(ctx, sub.data(), H, post.data(), comb.data(), n, H2.data());
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/deepseek_v4/attention.h"
@@ -28,8 +29,16 @@ void attention_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights&
 void moe_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, const float* y, const int32_t* tokens,
                   int64_t n, float* out, int32_t* gate_idx, float* gate_w);
 
-// H: [n, hc, dim] in/out. tokens: [n] (hash routing). trace: optional.
-void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, LayerState* st, float* H,
-                   const int32_t* tokens, int64_t start, int64_t n, BlockTrace* trace);
+// One sequence's rows of a batch: rows [row0, row0 + n) are its positions start.. start+n−1.
+struct BlockSegment {
+  LayerState* state = nullptr;
+  int64_t row0 = 0, n = 0, start = 0;
+};
+
+// H: [n_rows, hc, dim] in/out, the segments' rows back to back. tokens: [n_rows] (hash routing).
+// Attention runs per segment (sequences never interact); mHC and MoE run over all rows at once.
+// trace: optional, single segment only.
+void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, std::span<const BlockSegment> segs,
+                   float* H, const int32_t* tokens, int64_t n_rows, BlockTrace* trace);
 
 }  // namespace dsv4::v4

@@ -7,6 +7,7 @@
 
 #include "core/formats.h"
 #include "core/quant.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/compressor.h"
 #include "ops/reference/hadamard.h"
 #include "ops/reference/norm.h"
@@ -66,19 +67,22 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
 
 }  // namespace
 
-void compressor_feed(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+void compressor_feed(const Execution& ex, const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
                      const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
                      int64_t n) {
   const int64_t r = w.ratio;
   const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
-  const int64_t dim = w.wkv.params.n_in;
+  // Both projections for all n tokens at once (fp32 GEMMs on fp32 input), then streamed into the slots.
+  std::vector<float> kv_all(static_cast<size_t>(n * width)), sc_all(static_cast<size_t>(n * width));
+  linear(ex, w.wkv, x, n, kv_all.data());
+  linear(ex, w.wgate, x, n, sc_all.data());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = start + i;
     const int64_t slot = pos % r;
     float* kv = st->kv.data() + slot * width;
     float* sc = st->score.data() + slot * width;
-    ref::linear(w.wkv.params, w.wkv.w.data(), x + i * dim, 1, kv);    // fp32 GEMM on fp32 input
-    ref::linear(w.wgate.params, w.wgate.w.data(), x + i * dim, 1, sc);
+    std::copy_n(kv_all.data() + i * width, width, kv);
+    std::copy_n(sc_all.data() + i * width, width, sc);
     for (int64_t c = 0; c < width; ++c) sc[c] += w.ape[static_cast<size_t>(slot * width + c)];
     if ((pos + 1) % r == 0) emit_entry(w, kind, rope_dim, norm_eps, rope_freqs, st, pos / r);
   }

@@ -9,7 +9,7 @@
 #include "model/deepseek_v4/compressor.h"
 #include "ops/reference/hadamard.h"
 #include "ops/reference/indexer.h"
-#include "ops/reference/linear.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/rope.h"
 
 namespace dsv4::v4 {
@@ -23,7 +23,7 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
 
   // Queries: [n, nh, hd] = wq_b·qr, RoPE on the last rd dims, Hadamard, FP4 simulation.
   std::vector<float> q(static_cast<size_t>(n * nh * hd));
-  ref::linear(w.wq_b.params, w.wq_b.w.data(), qr, n, q.data());
+  linear(ctx.exec, w.wq_b, qr, n, q.data());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < nh; ++h) {
       float* qh = q.data() + (i * nh + h) * hd;
@@ -33,11 +33,11 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     }
   // Head weights: bf16(weights_proj·x) · (hd^-0.5 · nh^-0.5), the product rounded to bf16.
   std::vector<float> wts(static_cast<size_t>(n * nh));
-  ref::linear(w.weights_proj.params, w.weights_proj.w.data(), x, n, wts.data());
+  linear(ctx.exec, w.weights_proj, x, n, wts.data());
   const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
   for (float& v : wts) v = round_bf16(v * scale);
 
-  compressor_feed(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
+  compressor_feed(ctx.exec, w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
                   x, start, n);
 
   selected->assign(static_cast<size_t>(n), {});

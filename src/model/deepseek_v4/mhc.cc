@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "ops/reference/linear.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/mhc.h"
 #include "ops/reference/norm.h"
 
@@ -29,12 +29,13 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
   const auto p = ctx.hc_params();
-  std::vector<float> h(static_cast<size_t>(p.dim));
+  std::vector<float> h(static_cast<size_t>(n * p.dim));  // [n, dim]
   for (int64_t i = 0; i < n; ++i) {
-    ref::hc_head(p, hc_head.fn.data(), hc_head.scale.data(), hc_head.base.data(), H + i * p.hc_mult * p.dim, h.data());
-    ref::rms_norm(h.data(), 1, p.dim, norm.data(), p.norm_eps, h.data());
-    ref::linear(head.params, head.w.data(), h.data(), 1, logits + i * head.params.n_out);
+    float* hi = h.data() + i * p.dim;
+    ref::hc_head(p, hc_head.fn.data(), hc_head.scale.data(), hc_head.base.data(), H + i * p.hc_mult * p.dim, hi);
+    ref::rms_norm(hi, 1, p.dim, norm.data(), p.norm_eps, hi);
   }
+  linear(ctx.exec, head, h.data(), n, logits);
 }
 
 }  // namespace dsv4::v4

@@ -5,20 +5,42 @@
 #include <vector>
 
 #include "core/formats.h"
-#include "ops/reference/linear.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/moe_layer.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/moe.h"
 
 namespace dsv4::v4 {
 namespace {
 
 // One SwiGLU expert on one token: w2·bf16(route_weight·silu(min(w1x, L))·clamp(w3x, ±L)) → bf16 [dim].
-void run_expert(const ExpertWeights& e, float limit, float route_weight, const float* x, float* y) {
+void run_expert(const Execution& ex, const ExpertWeights& e, float limit, float route_weight, const float* x, float* y) {
   const int64_t inter = e.w1.params.n_out;
   std::vector<float> g(static_cast<size_t>(inter)), u(static_cast<size_t>(inter)), h(static_cast<size_t>(inter));
-  ref::linear(e.w1.params, e.w1.w.data(), x, 1, g.data());  // bf16 GEMM outputs (golden README item 8)
-  ref::linear(e.w3.params, e.w3.w.data(), x, 1, u.data());
+  linear(ex, e.w1, x, 1, g.data());  // bf16 GEMM outputs (golden README item 8)
+  linear(ex, e.w3, x, 1, u.data());
   ref::swiglu_clamped(g.data(), u.data(), inter, limit, route_weight, h.data());
-  ref::linear(e.w2.params, e.w2.w.data(), h.data(), 1, y);
+  linear(ex, e.w2, h.data(), 1, y);
+}
+
+// Tokens [t0, t1) expert by expert, the reference's combine: routed outputs summed in fp32 in expert-id
+// order (an expert listed twice runs once, README item 13), plus the shared expert, rounded to bf16.
+void experts_per_token(const Execution& ex, const MoeWeights& w, float limit, int64_t E, int64_t K, int64_t d,
+                       const float* x, const int32_t* idx, const float* wk, int64_t t0, int64_t t1, float* out) {
+  std::vector<float> y(static_cast<size_t>(d)), ye(static_cast<size_t>(d));
+  for (int64_t i = t0; i < t1; ++i) {
+    const float* xi = x + i * d;
+    const int32_t* ii = idx + i * K;
+    std::fill(y.begin(), y.end(), 0.0f);
+    for (int64_t e = 0; e < E; ++e) {
+      const int32_t* it = std::find(ii, ii + K, static_cast<int32_t>(e));
+      if (it == ii + K) continue;
+      run_expert(ex, w.experts[static_cast<size_t>(e)], limit, wk[i * K + (it - ii)], xi, ye.data());
+      for (int64_t j = 0; j < d; ++j) y[static_cast<size_t>(j)] += ye[static_cast<size_t>(j)];
+    }
+    run_expert(ex, w.shared, limit, 1.0f, xi, ye.data());
+    for (int64_t j = 0; j < d; ++j) out[i * d + j] = round_bf16(y[static_cast<size_t>(j)] + ye[static_cast<size_t>(j)]);
+  }
 }
 
 }  // namespace
@@ -26,32 +48,43 @@ void run_expert(const ExpertWeights& e, float limit, float route_weight, const f
 void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const float* x, const int32_t* tokens,
                  int64_t n, float* out, int32_t* gate_idx, float* gate_w) {
   const ModelConfig& c = ctx.cfg;
+  const Execution& ex = ctx.exec;
   const int64_t E = c.n_routed_experts, K = c.n_activated_experts, d = c.dim;
   const float limit = static_cast<float>(c.swiglu_limit);
   ref::GateParams gp{E, K, static_cast<float>(c.route_scale)};
   const bool hash = c.is_hash_layer(il);
-  std::vector<float> z(static_cast<size_t>(E)), sigma(static_cast<size_t>(E)), w_k(static_cast<size_t>(K));
-  std::vector<int32_t> idx(static_cast<size_t>(K));
-  std::vector<float> y(static_cast<size_t>(d)), ye(static_cast<size_t>(d));
+  // Routing for every token: z = gate·x (fp32 GEMM), σ = sqrt-softplus, top-k (hash: the token's table row).
+  std::vector<float> z(static_cast<size_t>(n * E)), sigma(static_cast<size_t>(E)), wk(static_cast<size_t>(n * K));
+  std::vector<int32_t> idx(static_cast<size_t>(n * K));
+  linear(ex, w.gate, x, n, z.data());  // [n, E]
   for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * d;
-    ref::linear(w.gate.params, w.gate.w.data(), xi, 1, z.data());  // fp32 GEMM
-    for (int64_t e = 0; e < E; ++e) sigma[static_cast<size_t>(e)] = ref::sqrt_softplus(z[static_cast<size_t>(e)]);
+    for (int64_t e = 0; e < E; ++e) sigma[static_cast<size_t>(e)] = ref::sqrt_softplus(z[static_cast<size_t>(i * E + e)]);
     ref::gate_route(gp, sigma.data(), hash ? nullptr : w.bias.data(),
-                    hash ? w.tid2eid.data() + static_cast<int64_t>(tokens[i]) * K : nullptr, idx.data(), w_k.data());
-    if (gate_idx) std::copy(idx.begin(), idx.end(), gate_idx + i * K);
-    if (gate_w) std::copy(w_k.begin(), w_k.end(), gate_w + i * K);
-    // Routed outputs summed in fp32 in expert-id order; an expert listed twice runs once (README item 13).
-    std::fill(y.begin(), y.end(), 0.0f);
-    for (int64_t e = 0; e < E; ++e) {
-      const auto it = std::find(idx.begin(), idx.end(), static_cast<int32_t>(e));
-      if (it == idx.end()) continue;
-      run_expert(w.experts[static_cast<size_t>(e)], limit, w_k[static_cast<size_t>(it - idx.begin())], xi, ye.data());
-      for (int64_t j = 0; j < d; ++j) y[static_cast<size_t>(j)] += ye[static_cast<size_t>(j)];
-    }
-    run_expert(w.shared, limit, 1.0f, xi, ye.data());
-    for (int64_t j = 0; j < d; ++j) out[i * d + j] = round_bf16(y[static_cast<size_t>(j)] + ye[static_cast<size_t>(j)]);
+                    hash ? w.tid2eid.data() + static_cast<int64_t>(tokens[i]) * K : nullptr, idx.data() + i * K,
+                    wk.data() + i * K);
   }
+  if (gate_idx) std::copy(idx.begin(), idx.end(), gate_idx);
+  if (gate_w) std::copy(wk.begin(), wk.end(), gate_w);
+
+  if (ex.backend == Backend::kCpu && w.fused) {
+    // The whole batch at once: tokens grouped by expert, gate/up rows of every active expert split
+    // across the pool (kernels/cpu/moe_layer.h); same combine order as experts_per_token.
+    thread_local kernels::MoeLayerScratch scratch;
+    const kernels::MoeLayerWeights mw{w.fp4_experts.data(), E, &w.fp8_shared, limit};
+    kernels::MatmulOptions opt;
+    opt.isa = ex.isa;
+    opt.pool = ex.pool;
+    kernels::moe_layer(mw, x, n, idx.data(), wk.data(), K, out, scratch, opt);
+    return;
+  }
+  if (ex.backend == Backend::kReference && ex.pool != nullptr) {
+    // Tokens are independent: static chunks over the pool, each token's arithmetic unchanged.
+    ex.pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) {
+      experts_per_token(ex, w, limit, E, K, d, x, idx.data(), wk.data(), t0, t1, out);
+    });
+    return;
+  }
+  experts_per_token(ex, w, limit, E, K, d, x, idx.data(), wk.data(), 0, n, out);
 }
 
 }  // namespace dsv4::v4

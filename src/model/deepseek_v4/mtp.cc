@@ -7,7 +7,7 @@
 #include "core/formats.h"
 #include "model/deepseek_v4/block.h"
 #include "model/deepseek_v4/mhc.h"
-#include "ops/reference/linear.h"
+#include "model/deepseek_v4/linear.h"
 #include "ops/reference/norm.h"
 
 namespace dsv4::v4 {
@@ -21,18 +21,20 @@ void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, Lay
   // e = e_proj(enorm(embed[t_{i+1}])) [n, d]; h_k = h_proj(hnorm(H_k)) [n, hc, d]; x_k = bf16(e + h_k).
   std::vector<float> e(sz(n * d)), ep(sz(n * d)), hn(sz(n * hc * d)), hp(sz(n * hc * d));
   for (int64_t i = 0; i < n; ++i)
-    std::copy_n(mw.embed.data() + static_cast<int64_t>(next_tokens[i]) * d, d, e.data() + i * d);
+    mw.embed.row(next_tokens[i], e.data() + i * d);
   ref::rms_norm(e.data(), n, d, w.enorm.data(), eps, e.data());
-  ref::linear(w.e_proj.params, w.e_proj.w.data(), e.data(), n, ep.data());
+  linear(ctx.exec, w.e_proj, e.data(), n, ep.data());
   ref::rms_norm(H, n * hc, d, w.hnorm.data(), eps, hn.data());
-  ref::linear(w.h_proj.params, w.h_proj.w.data(), hn.data(), n * hc, hp.data());
+  linear(ctx.exec, w.h_proj, hn.data(), n * hc, hp.data());
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < hc; ++j)
       for (int64_t c = 0; c < d; ++c) {
         float& v = hp[sz((i * hc + j) * d + c)];
         v = round_bf16(ep[sz(i * d + c)] + v);
       }
-  block_forward(ctx, ctx.cfg.n_layers + k, w.block, st, hp.data(), next_tokens, start, n, nullptr);
+  const BlockSegment seg{st, 0, n, start};
+  block_forward(ctx, ctx.cfg.n_layers + k, w.block, std::span<const BlockSegment>(&seg, 1), hp.data(), next_tokens, n,
+                nullptr);
   head_logits(ctx, w.hc_head, w.norm, mw.head, hp.data(), n, logits);
   std::copy(hp.begin(), hp.end(), H);
 }

@@ -38,8 +38,10 @@ Result<TeacherResult> run_teacher_forced(const Model& model, const std::filesyst
   TeacherResult res;
   res.layers.resize(sz(c.n_layers));
   std::vector<float> H_in(sz(n * hc * d));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < hc; ++j) std::copy_n(w.embed.data() + static_cast<int64_t>(tokens[sz(i)]) * d, d, H_in.data() + (i * hc + j) * d);
+  for (int64_t i = 0; i < n; ++i) {
+    w.embed.row(tokens[sz(i)], H_in.data() + i * hc * d);
+    for (int64_t j = 1; j < hc; ++j) std::copy_n(H_in.data() + i * hc * d, d, H_in.data() + (i * hc + j) * d);
+  }
   for (int64_t il = 0; il < c.n_layers; ++il) {
     const std::string L = "L" + std::to_string(il) + "_";
     if (il > 0) {

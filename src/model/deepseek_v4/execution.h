@@ -1,0 +1,29 @@
+// model/deepseek_v4: how a model runs its linears and MoE experts — the backend choice, the model's one
+// persistent thread pool and the kernel ISA. Built once at load and carried in the ModelContext, so every
+// module reaches it without extra parameters.
+#pragma once
+
+#include "kernels/cpu/isa.h"
+
+namespace dsv4 {
+
+class ThreadPool;
+
+// kReference: the scalar reference ops on weights decoded to fp32 at load (the oracle; needs RAM for
+// every weight in fp32). kCpu: the kernels/cpu matmuls reading the checkpoint's packed FP8/FP4/BF16 weights
+// in place (the engine's path).
+enum class Backend { kReference, kCpu };
+
+const char* backend_name(Backend b);                  // "reference", "cpu"
+bool parse_backend(const char* name, Backend* out);  // false for anything else
+
+namespace v4 {
+
+struct Execution {
+  Backend backend = Backend::kReference;
+  ThreadPool* pool = nullptr;             // owned by the Model; nullptr runs on the calling thread
+  kernels::Isa isa = kernels::Isa::kAuto;  // kCpu only
+};
+
+}  // namespace v4
+}  // namespace dsv4

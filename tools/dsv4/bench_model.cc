@@ -66,8 +66,9 @@ Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prom
 
 Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const ModelBenchOptions& opt) {
   DSV4_ASSIGN_OR_RETURN(WeightBytes wb, weight_bytes(dir));
-  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir));
-  model->set_threads(opt.threads);
+  ModelOptions mopt;  // the cpu backend (default) with the model's own pool of opt.threads
+  mopt.threads = opt.threads;
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir, mopt));
   const ModelConfig& cfg = model->config();
   const int64_t V = cfg.vocab_size;
   nlohmann::json j;

@@ -82,6 +82,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   // size, so one token reads exactly the dense part + n_layers · top-k experts, and a batch of b reads
   // between that and min(b · top-k, n_experts) experts per layer, shared by its b tokens.
   const auto& run = j["model_run"];
+  EXPECT_EQ(run["backend"].get<std::string>(), "cpu");
   EXPECT_EQ(run["prefill"]["tokens"].get<int64_t>(), 6);
   EXPECT_GT(run["prefill"]["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(run["prefill"]["gflops"].get<double>(), 0.0);
@@ -94,7 +95,9 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     const int64_t b = row["batch"];
     const double per_step = row["weight_bytes_per_step"];
     EXPECT_EQ(row["steps"].get<int64_t>(), 2);
-    if (b == 1) EXPECT_DOUBLE_EQ(per_step, dense + L * k * expert);
+    if (b == 1) {
+      EXPECT_DOUBLE_EQ(per_step, dense + L * k * expert);
+    }
     EXPECT_GE(per_step, dense + L * k * expert - 1e-6);
     EXPECT_LE(per_step, dense + L * std::min(static_cast<double>(b) * k, static_cast<double>(cfg->n_routed_experts)) * expert + 1e-6);
     EXPECT_DOUBLE_EQ(row["weight_bytes_per_token"].get<double>(), per_step / static_cast<double>(b));
@@ -109,6 +112,9 @@ TEST(KernelBenchCli, RejectsBadFlags) {
   auto r = test::run_command(test::cli_path().string() + " bench --isa sse9 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_isa"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --backend gpu 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.bad_backend"), std::string::npos) << r.output;
   r = test::run_command(test::cli_path().string() + " bench --contexts 64,,8 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_contexts"), std::string::npos) << r.output;

@@ -66,12 +66,12 @@ Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prom
 
 Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const ModelBenchOptions& opt) {
   DSV4_ASSIGN_OR_RETURN(WeightBytes wb, weight_bytes(dir));
-  ModelOptions mopt;  // the cpu backend (default) with the model's own pool of opt.threads
-  mopt.threads = opt.threads;
-  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir, mopt));
+  DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir, opt.model));
   const ModelConfig& cfg = model->config();
   const int64_t V = cfg.vocab_size;
   nlohmann::json j;
+  j["backend"] = backend_name(opt.model.backend);
+  j["threads"] = model->threads();
   j["dense_weight_bytes_per_step"] = wb.dense;
 
   // 1. Prefill: one sequence, one forward of prefill_tokens.
@@ -94,8 +94,9 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
                     {"flops", flops},
                     {"gflops", flops / sec / 1e9}};
     if (!opt.quiet)
-      std::printf("\nmodel prefill: %lld tokens in %.3f s: %.1f tokens/s, %.2f GFLOP/s\n",
-                  static_cast<long long>(opt.prefill_tokens), sec, static_cast<double>(opt.prefill_tokens) / sec,
+      std::printf("\nmodel (%s backend) prefill: %lld tokens in %.3f s: %.1f tokens/s, %.2f GFLOP/s\n",
+                  backend_name(opt.model.backend), static_cast<long long>(opt.prefill_tokens), sec,
+                  static_cast<double>(opt.prefill_tokens) / sec,
                   flops / sec / 1e9);
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "model/model.h"
 
 namespace dsv4::cli::bench {
 
@@ -17,7 +18,7 @@ struct ModelBenchOptions {
   int64_t decode_prompt = 16;       // each decode sequence's own prompt before the timed steps
   int64_t decode_steps = 16;        // timed decode steps per batch size
   std::vector<int64_t> batches{1, 4, 8};
-  int threads = 1;
+  ModelOptions model;               // backend (cpu by default), threads, ISA
   double probe_gbps = 0;            // the read probe's best, for the ratios
   bool quiet = false;
 };

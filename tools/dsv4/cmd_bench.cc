@@ -37,7 +37,7 @@ using bench::time_per_call;
 constexpr const char* kUsage =
     "usage: dsv4 bench [--model DIR] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
-    "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N]\n"
+    "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--backend cpu|reference]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
     "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
@@ -172,7 +172,7 @@ Result<DecodeBytes> decode_bytes(const std::string& dir) {
 
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
-                             "--prefill-tokens", "--decode-steps", "--decode-prompt"},
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--backend"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -219,6 +219,9 @@ int cmd_bench(int argc, char** argv) {
   if (!prefill_tokens.is_ok()) return report_error("bench", prefill_tokens.status());
   if (!decode_steps.is_ok()) return report_error("bench", decode_steps.status());
   if (!decode_prompt.is_ok()) return report_error("bench", decode_prompt.status());
+  Backend backend = Backend::kCpu;
+  if (!parse_backend(args.get_or("--backend", "cpu").c_str(), &backend))
+    return report_error("bench", invalid_argument("bench.bad_backend", "--backend must be cpu or reference"));
 
   std::optional<DecodeBytes> model_bytes;
   if (auto dir = args.get("--model")) {
@@ -391,7 +394,9 @@ int cmd_bench(int argc, char** argv) {
     mo.prefill_tokens = *prefill_tokens;
     mo.decode_steps = *decode_steps;
     mo.decode_prompt = *decode_prompt;
-    mo.threads = pool.n_threads();
+    mo.model.threads = pool.n_threads();
+    mo.model.isa = isa;
+    mo.model.backend = backend;
     mo.probe_gbps = probe.best_gbps;
     mo.quiet = json;
     auto r = bench::bench_model(*args.get("--model"), mo);

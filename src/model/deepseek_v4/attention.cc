@@ -13,6 +13,7 @@
 #include "ops/reference/common.h"
 #include "ops/reference/norm.h"
 #include "ops/reference/rope.h"
+#include "kernels/cpu/sparse_attention.h"
 #include "ops/reference/sparse_attention.h"
 
 namespace dsv4::v4 {
@@ -71,6 +72,11 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // prefill, chunks and decode bit-identical for every window size.
   const int64_t win_cols = win;
   ref::SparseAttentionParams ap{H, D, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
+  // cpu backend: the vectorised kernel (kernels/cpu/sparse_attention.h: bit-identical with the scalar ISA,
+  // within its documented bound otherwise), heads split over the model's pool.
+  const bool fast = ctx.exec.backend == Backend::kCpu;
+  kernels::SparseAttentionScratch scratch;
+  const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
   std::vector<const float*> rows;
   std::vector<float> o(static_cast<size_t>(n * H * D));
   for (int64_t i = 0; i < n; ++i) {
@@ -86,8 +92,13 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       const int64_t visible = (pos + 1) / ratio;
       for (int64_t t = 0; t < visible; ++t) rows.push_back(st->compressor.entries.data() + t * D);
     }
-    ref::sparse_attention(ap, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()), w.sink.data(),
-                          o.data() + i * H * D);
+    if (fast) {
+      kernels::sparse_attention({H, D, ap.scale}, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()),
+                                w.sink.data(), o.data() + i * H * D, scratch, kopt);
+    } else {
+      ref::sparse_attention(ap, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()), w.sink.data(),
+                            o.data() + i * H * D);
+    }
   }
   // The window ring takes this call's rows only after every query has read the old ones.
   for (int64_t i = std::max<int64_t>(0, n - win); i < n; ++i)

@@ -7,6 +7,7 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "model/deepseek_v4/compressor.h"
+#include "kernels/cpu/indexer.h"
 #include "ops/reference/hadamard.h"
 #include "ops/reference/indexer.h"
 #include "model/deepseek_v4/linear.h"
@@ -43,15 +44,26 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   selected->assign(static_cast<size_t>(n), {});
   if (all_scores) all_scores->assign(static_cast<size_t>(n), {});
   std::vector<float> scores;
+  // cpu backend: the vectorised / AMX score kernel and the radix top-k (kernels/cpu/indexer.h: bit-identical
+  // to the reference on these FP4-simulated q and keys; same tie rule).
+  const bool fast = ctx.exec.backend == Backend::kCpu;
+  const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
+  kernels::TopkScratch topk_scratch;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t visible = (start + i + 1) / w.compressor.ratio;  // causal rule (spec §2.6 step 7)
     const int64_t k = std::min<int64_t>(c.index_topk, visible);
     scores.resize(static_cast<size_t>(visible));
-    ref::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
-                        wts.data() + i * nh, scores.data());
     auto& sel = (*selected)[static_cast<size_t>(i)];
     sel.resize(static_cast<size_t>(k));
-    ref::topk_desc(scores.data(), visible, k, sel.data());
+    if (fast) {
+      kernels::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
+                              wts.data() + i * nh, scores.data(), kopt);
+      kernels::topk_desc(scores.data(), visible, k, sel.data(), topk_scratch);
+    } else {
+      ref::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
+                          wts.data() + i * nh, scores.data());
+      ref::topk_desc(scores.data(), visible, k, sel.data());
+    }
     if (all_scores) (*all_scores)[static_cast<size_t>(i)] = scores;
   }
 }

@@ -5,13 +5,13 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "core/kv_row.h"
 #include "model/tensor_layout.h"
 
 namespace dsv4 {
 namespace {
 
 uint64_t u(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); }
-uint64_t round_up(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
 double mac(double a, double b) { return 2.0 * a * b; }  // FLOPs of an a x b matrix-vector product
 
 }  // namespace
@@ -48,8 +48,8 @@ uint64_t kv_row_bytes(const ModelConfig& cfg, KvLayout layout) {
   if (layout == KvLayout::kBf16Reference) return u(cfg.head_dim) * 2;
   // spec §4 [3P] FlashMLA "MODEL1": E4M3 nope dims, BF16 rope dims, one ue8m0 per 64 nope dims, padded
   // to 8 bytes: 448 + 128 + 7 + 1 = 584 for the official 512-dim row. Lossless w.r.t. the QAT grid.
-  const uint64_t nope = u(cfg.nope_head_dim()), rope = u(cfg.rope_head_dim);
-  return nope + 2 * rope + round_up(nope / 64, 8);
+  // The layout the model's KV page store uses (core/kv_row.h).
+  return u(KvRowLayout{cfg.head_dim, cfg.rope_head_dim}.bytes());
 }
 
 uint64_t indexer_key_bytes(const ModelConfig& cfg, KvLayout layout) {

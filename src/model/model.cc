@@ -47,6 +47,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
   m->ctx_ = v4::ModelContext::make(cfg);
   m->ctx_.exec = {options.backend, m->pool_.get(), options.isa};
   m->weights_ = std::move(w);
+  DSV4_RETURN_IF_ERROR(m->configure_kv_pages(KvStorage::kFp8, 0));
   return m;
 }
 
@@ -54,15 +55,46 @@ int64_t Model::max_context() const {
   return ctx_.cfg.max_position_embeddings > 0 ? ctx_.cfg.max_position_embeddings : (int64_t{1} << 30);
 }
 
+Status Model::configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows) {
+  if (kv_pool_ && kv_pool_->stats().pages_in_use > 0)
+    return invalid_argument("model.kv_pages_in_use", "the KV page pool can only change while no sequence holds pages");
+  if (page_rows < 1 || max_bytes < 0)
+    return invalid_argument("model.kv_pages_config", "page_rows must be >= 1 and max_bytes >= 0");
+  const KvRowLayout layout{ctx_.cfg.head_dim, ctx_.cfg.rope_head_dim};
+  if (!layout.valid())
+    return invalid_argument("model.kv_row_layout", "head_dim - rope_head_dim must be a positive multiple of 64");
+  kv_pool_ = std::make_shared<KvPagePool>(layout, storage, page_rows, max_bytes);
+  return Status::ok();
+}
+
 std::unique_ptr<SequenceState> Model::new_sequence() const {
   auto st = std::make_unique<SequenceState>();
   st->layers.resize(weights_->layers.size());
-  for (size_t il = 0; il < st->layers.size(); ++il)
+  for (size_t il = 0; il < st->layers.size(); ++il) {
+    st->layers[il].compressor.rows = KvPageTable(kv_pool_);
     v4::attention_state_init(ctx_, weights_->layers[il].attn, &st->layers[il]);
+  }
   st->mtp_layers.resize(weights_->mtp.size());
-  for (size_t k = 0; k < st->mtp_layers.size(); ++k)
+  for (size_t k = 0; k < st->mtp_layers.size(); ++k) {
+    st->mtp_layers[k].compressor.rows = KvPageTable(kv_pool_);
     v4::attention_state_init(ctx_, weights_->mtp[k].block.attn, &st->mtp_layers[k]);
+  }
   return st;
+}
+
+// Pages the batch makes the sequences' compressed rows grow by, so that a budgeted pool is checked
+// before any state changes. `next[s]`: the sequence's length after the batch (−1: not in the batch).
+int64_t Model::kv_pages_needed(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const {
+  int64_t need = 0;
+  for (size_t s = 0; s < states.size(); ++s) {
+    if (next[s] < 0) continue;
+    const auto& layers = mtp ? states[s]->mtp_layers : states[s]->layers;
+    for (size_t il = 0; il < layers.size(); ++il) {
+      const AttentionWeights& w = mtp ? weights_->mtp[il].block.attn : weights_->layers[il].attn;
+      if (w.has_compressor) need += layers[il].compressor.rows.pages_needed(next[s] / w.compressor.ratio);
+    }
+  }
+  return need;
 }
 
 Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const {
@@ -89,6 +121,12 @@ Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceStat
       return out_of_range("model.context_length", where + "position " + std::to_string(b.pos) +
                                                       " exceeds the context limit " + std::to_string(max_context()));
     ++nx;
+  }
+  if (kv_pool_->stats().max_pages > 0) {
+    const int64_t need = kv_pages_needed(states, next, mtp), have = kv_pool_->available_pages();
+    if (need > have)
+      return resource_exhausted("model.kv_pages_exhausted", "the batch needs " + std::to_string(need) +
+                                                                " KV pages, the pool has " + std::to_string(have) + " left");
   }
   return Status::ok();
 }

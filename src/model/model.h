@@ -64,7 +64,13 @@ class Model {
   // Longest sequence the model accepts (max_position_embeddings).
   int64_t max_context() const;
 
+  // Sequences hold their compressed KV rows in pages of this pool (FP8 by default, unlimited).
   std::unique_ptr<SequenceState> new_sequence() const;
+  const KvPagePool& kv_pages() const { return *kv_pool_; }
+  // Replaces the KV page pool: storage format, byte budget (0 = unlimited; a forward that would need
+  // more pages fails with kResourceExhausted before touching any state) and rows per page.
+  // kInvalidArgument while any sequence still holds pages.
+  Status configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows = kKvPageRows);
 
   // Runs the batch (const: the model is immutable after load); logits (if not null) receives
   // [n_want_logits, vocab] in batch order. Calls from several threads are serialized (they share the
@@ -84,11 +90,13 @@ class Model {
 
  private:
   Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
+  int64_t kv_pages_needed(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const;
 
   ModelOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
+  std::shared_ptr<KvPagePool> kv_pool_;
   mutable std::mutex forward_mu_;
 };
 

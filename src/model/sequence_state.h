@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/kv_pages.h"
+
 namespace dsv4 {
 
 // One compressor's stream state (spec §2.5, §4). Rows hold fp32 kv and score (+ape) of the tokens of
@@ -13,8 +15,20 @@ namespace dsv4 {
 struct CompressorState {
   std::vector<float> kv, score;            // [ratio, coff·dc]
   std::vector<float> prev_kv, prev_score;  // [ratio, coff·dc]; overlap only (score −inf before block 0)
-  std::vector<float> entries;              // [n_entries, dc] finished entries (normed, RoPE'd, quant-simulated)
+  // Finished entries (normed, RoPE'd, quant-simulated), n_entries of them. The main compressor's live in
+  // `rows` when it is bound to a page pool (FP8 pages shared through the model's KvPagePool; every state
+  // Model::new_sequence makes); otherwise, and for the indexer's keys (for now), fp32 in `entries`
+  // [n_entries, dc].
+  KvPageTable rows;
+  std::vector<float> entries;
   int64_t n_entries = 0;
+
+  // Entry t as dc floats: decoded into `scratch` [dc] from the pages, or read in place.
+  const float* entry(int64_t t, float* scratch) const {
+    if (!rows.bound()) return entries.data() + t * static_cast<int64_t>(entries.size() / static_cast<size_t>(n_entries));
+    rows.read(t, scratch);
+    return scratch;
+  }
 };
 
 struct LayerState {

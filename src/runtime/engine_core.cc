@@ -137,7 +137,8 @@ StateFootprint EngineCore::bytes_in_use() const {
   }
   const StateFootprint& f = info_.footprint;
   return {f.window_ring_per_seq * n_seqs, f.compressed_main_per_token * n_tokens,
-          f.compressed_indexer_per_token * n_tokens, f.compressor_partial_per_seq * n_seqs};
+          f.compressed_indexer_per_token * n_tokens, f.compressor_partial_per_seq * n_seqs,
+          f.kv_page_slack_per_seq * n_seqs};
 }
 
 // ---- pool ----

@@ -76,7 +76,14 @@ void EngineImpl::publish_stats() {
         cs.spec.proposed[i] == 0 ? 0.0 : static_cast<double>(cs.spec.accepted[i]) / static_cast<double>(cs.spec.proposed[i]));
   }
   const StateFootprint used = core_.bytes_in_use();
-  s.state_bytes_in_use = used.per_seq() + used.per_token();
+  const RunnerMemory mem = runner_->memory();
+  s.kv_pages_in_use = mem.kv_pages_in_use;
+  s.kv_page_bytes_in_use = mem.kv_bytes_in_use();
+  s.kv_page_bytes_held = mem.kv_bytes_held();
+  // Compressed rows: what the page store really holds when the runner has one, else the estimate.
+  s.state_bytes_in_use = used.window_ring_per_seq + used.compressor_partial_per_seq + used.compressed_indexer_per_token +
+                         (mem.kv_page_bytes > 0 ? mem.kv_bytes_in_use()
+                                                : used.compressed_main_per_token + used.kv_page_slack_per_seq);
   s.state_bytes_budget = static_cast<int64_t>(core_.plan().n_blocks) * core_.plan().block_bytes;
   std::lock_guard<std::mutex> lock(mu_);
   core_waiting_ = core_.n_waiting();

@@ -33,7 +33,10 @@ void restore_compressor(const CompressorState& saved, CompressorState* c) {
   c->score = saved.score;
   c->prev_kv = saved.prev_kv;
   c->prev_score = saved.prev_score;
-  if (saved.n_entries < c->n_entries) c->entries.resize(static_cast<size_t>(saved.n_entries) * width);
+  if (saved.n_entries < c->n_entries) {
+    c->entries.resize(static_cast<size_t>(saved.n_entries) * width);
+    if (c->rows.size() > saved.n_entries) c->rows.truncate(saved.n_entries);  // pages past the cut go back
+  }
   c->n_entries = saved.n_entries;
 }
 
@@ -45,8 +48,9 @@ void restore_layer(const LayerState& saved, LayerState* l) {
 
 }  // namespace
 
-StateFootprint model_state_footprint(const ModelConfig& c) {
+StateFootprint model_state_footprint(const ModelConfig& c, int32_t kv_page_rows) {
   StateFootprint f;
+  const int64_t row_bytes = KvRowLayout{c.head_dim, c.rope_head_dim}.bytes();
   const int64_t n_all = c.n_layers + c.n_mtp_layers;
   f.window_ring_per_seq = n_all * c.window_size * c.head_dim * 4;
   for (int64_t il = 0; il < n_all && il < static_cast<int64_t>(c.compress_ratios.size()); ++il) {
@@ -54,7 +58,8 @@ StateFootprint model_state_footprint(const ModelConfig& c) {
     if (r <= 0) continue;
     const int64_t coff = r == 4 ? 2 : 1;
     const int64_t prev = r == 4 ? 2 : 1;  // overlap keeps the previous block's rows too
-    f.compressed_main_per_token += c.head_dim * 4 / r;
+    f.compressed_main_per_token += (row_bytes + r - 1) / r;
+    f.kv_page_slack_per_seq += row_bytes * kv_page_rows;
     f.compressor_partial_per_seq += prev * 2 * r * coff * c.head_dim * 4;
     if (r == 4) {  // CSA: the indexer's keys and its own overlap compressor
       f.compressed_indexer_per_token += c.index_head_dim * 4 / 4;
@@ -74,7 +79,12 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.eos_token_id = static_cast<int32_t>(c.eos_token_id);
   info_.max_rollback = max_rollback;
   info_.has_mtp = has_mtp_;
-  info_.footprint = model_state_footprint(c);
+  info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
+}
+
+RunnerMemory ModelModelRunner::memory() const {
+  const KvPoolStats s = model_->kv_pages().stats();
+  return {s.page_bytes, s.pages_in_use, s.pages_created};
 }
 
 Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir,

@@ -15,9 +15,11 @@
 
 namespace dsv4 {
 
-// Bytes of state this model holds per sequence and per token, by kind, as the reference path stores
-// it (fp32 rows). Exposed for the pool plan and for tests.
-StateFootprint model_state_footprint(const ModelConfig& cfg);
+// Bytes of state this model holds per sequence and per token, by kind: compressed main rows in the
+// FP8 page layout (core/kv_row.h, rounded up per layer), plus one page of slack per compressed layer;
+// window rings, compressor partial blocks and indexer keys fp32 as the model keeps them. Exposed for
+// the pool plan and for tests.
+StateFootprint model_state_footprint(const ModelConfig& cfg, int32_t kv_page_rows = kKvPageRows);
 
 class ModelModelRunner : public ModelRunner {
  public:
@@ -27,6 +29,7 @@ class ModelModelRunner : public ModelRunner {
                                                          const ModelOptions& options = {});
 
   const RunnerInfo& info() const override { return info_; }
+  RunnerMemory memory() const override;
   Result<SeqSlot> create_sequence() override;
   void free_sequence(SeqSlot seq) override;
   int32_t length(SeqSlot seq) const override;

@@ -29,12 +29,23 @@ struct RunnerToken {
 // Bytes of per-sequence state, split by the kinds of spec §4, summed over all layers (MTP included).
 // `*_per_token` grows with the sequence; `*_per_seq` is paid once per live sequence.
 struct StateFootprint {
-  int64_t window_ring_per_seq = 0;          // SWA rings [window, 512] per layer (FP8 584-byte entries)
-  int64_t compressed_main_per_token = 0;    // CSA/HCA compressed rows (584 B each) / ratio
+  int64_t window_ring_per_seq = 0;          // SWA rings [window, head_dim] per layer
+  int64_t compressed_main_per_token = 0;    // CSA/HCA compressed rows (FP8, 584 B at 512 dims) / ratio
   int64_t compressed_indexer_per_token = 0; // CSA indexer keys (128 FP4 dims + scales) / 4
   int64_t compressor_partial_per_seq = 0;   // compressor kv/score f32 partial blocks (main + indexer)
+  int64_t kv_page_slack_per_seq = 0;        // paged rows: at most one partly filled page per compressed layer
   int64_t per_token() const { return compressed_main_per_token + compressed_indexer_per_token; }
-  int64_t per_seq() const { return window_ring_per_seq + compressor_partial_per_seq; }
+  int64_t per_seq() const { return window_ring_per_seq + compressor_partial_per_seq + kv_page_slack_per_seq; }
+};
+
+// What the runner's paged KV row store really holds right now (all sequences, cached prefixes included).
+// A runner without a page store reports zeros.
+struct RunnerMemory {
+  int64_t kv_page_bytes = 0;    // bytes of one page
+  int64_t kv_pages_in_use = 0;  // pages some sequence holds (a shared page counts once)
+  int64_t kv_pages_held = 0;    // pages whose memory is allocated (in use + free for reuse)
+  int64_t kv_bytes_in_use() const { return kv_pages_in_use * kv_page_bytes; }
+  int64_t kv_bytes_held() const { return kv_pages_held * kv_page_bytes; }
 };
 
 struct RunnerInfo {
@@ -55,6 +66,7 @@ class ModelRunner {
   virtual ~ModelRunner() = default;
 
   virtual const RunnerInfo& info() const = 0;
+  virtual RunnerMemory memory() const { return {}; }
 
   // A fresh, empty sequence state (length 0). kResourceExhausted when the runner has no slot left.
   virtual Result<SeqSlot> create_sequence() = 0;

@@ -1,5 +1,5 @@
-// unit: the 584-byte FP8 KV entry (lossless on rows carrying the reference's QAT rounding) and the
-// paged block pool (reference counts, all-or-nothing allocation, byte budget -> blocks).
+// unit: the FP8 KV row layout of core/kv_row.h (584 bytes at the official 512 dims, lossless on rows
+// carrying the reference's QAT rounding) and the runtime's paged block pool (reference counts, all-or-nothing allocation, byte budget -> blocks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,12 +7,45 @@
 #include <random>
 
 #include "core/formats.h"
+#include "core/kv_row.h"
 #include "core/quant.h"
 #include "runtime/block_pool.h"
-#include "runtime/kv_fp8.h"
 
 namespace dsv4 {
 namespace {
+
+constexpr KvRowLayout kOfficial{512, 64};
+constexpr int kKvDims = 512;
+constexpr int kKvNopeDims = 448;
+constexpr int kKvEntryBytes = 584;
+
+void encode_kv_fp8(std::span<const float> row, std::span<uint8_t> entry) { encode_kv_row(kOfficial, row, entry); }
+void decode_kv_fp8(std::span<const uint8_t> entry, std::span<float> row) { decode_kv_row(kOfficial, entry, row); }
+
+TEST(RuntimeKvFp8, RowBytesPerConfig) {
+  EXPECT_EQ(kOfficial.bytes(), 584);                // 448 E4M3 + 128 BF16 + 7 scales + 1 pad (spec §4)
+  EXPECT_EQ((KvRowLayout{128, 64}.bytes()), 200);   // golden tiny / make-tiny tiny: 64 + 128 + 1 + 7 pad
+  EXPECT_EQ((KvRowLayout{256, 64}.bytes()), 328);   // make-tiny small: 192 + 128 + 3 + 5 pad
+  EXPECT_FALSE((KvRowLayout{100, 64}.valid()));     // 36 nope dims: not whole 64-blocks
+}
+
+TEST(RuntimeKvFp8, LosslessOnSmallerRows) {
+  // A 256-dim row (make-tiny small): 3 scale blocks, 64 rope dims, zero padding.
+  const KvRowLayout l{256, 64};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  std::vector<float> row(256), back(256);
+  std::vector<uint8_t> e(static_cast<size_t>(l.bytes()), 0xAA);
+  for (int rep = 0; rep < 20; ++rep) {
+    for (float& x : row) x = n(rng);
+    fake_quant_fp8(std::span<float>(row).first(192), 64);
+    for (int i = 192; i < 256; ++i) row[static_cast<size_t>(i)] = round_bf16(row[static_cast<size_t>(i)]);
+    encode_kv_row(l, row, e);
+    decode_kv_row(l, e, back);
+    ASSERT_EQ(row, back);
+    for (size_t i = 192 + 128 + 3; i < e.size(); ++i) EXPECT_EQ(e[i], 0) << "pad byte " << i;
+  }
+}
 
 // A KV row as the reference leaves it (spec §2.3): nope dims fake-quantized in 64-blocks, rope dims bf16.
 std::vector<float> qat_row(std::mt19937& rng, float magnitude) {

@@ -3,6 +3,7 @@
 // prefix-cache hits ending inside a window / compression block == cold; pools return to baseline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "runtime/engine_core.h"
@@ -57,6 +58,7 @@ std::vector<std::vector<int32_t>> run(ModelRunner& runner, const EngineCoreOptio
   if (stats != nullptr) *stats = core.stats();
   core.clear_prefix_cache();
   EXPECT_EQ(core.pool().free_count(), core.pool().total());
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 0);  // every FP8 KV page back in the model's pool
   return out;
 }
 
@@ -86,11 +88,29 @@ TEST(RuntimeModel, FootprintMatchesTheStateTheModelAllocates) {
   const StateFootprint& f = runner.info().footprint;
   EXPECT_EQ(f.window_ring_per_seq, window);
   EXPECT_EQ(f.compressor_partial_per_seq, partial);
-  // Per token (fp32 rows): r=4 layers L1,L3 hold head_dim/4 floats, r=128 L2 head_dim/128, r=8 L4
-  // head_dim/8; indexer keys (L1, L3) index_head_dim/4 floats.
+  // Per token: compressed rows in FP8 (128 dims: 64 E4M3 + 64 BF16 + 1 scale + 7 pad = 200 bytes),
+  // r=4 layers L1,L3 a quarter row each, r=128 L2 and r=8 L4 rounded up; indexer keys (L1, L3)
+  // index_head_dim/4 fp32 floats.
   const ModelConfig& c = runner.model().config();
-  EXPECT_EQ(f.compressed_main_per_token, (2 * c.head_dim / 4 + c.head_dim / 128 + c.head_dim / 8) * 4);
+  EXPECT_EQ(f.compressed_main_per_token, 2 * 50 + 2 + 25);
   EXPECT_EQ(f.compressed_indexer_per_token, 2 * c.index_head_dim / 4 * 4);
+  EXPECT_EQ(f.kv_page_slack_per_seq, 4 * runner.model().kv_pages().page_bytes());
+  // The plan bounds what the page store really holds for a sequence: every row, at most one partial
+  // page per compressed layer on top.
+  auto seq = runner.create_sequence();
+  ASSERT_TRUE(seq.is_ok());
+  for (int32_t n : {1, 40, 70}) {
+    std::vector<RunnerToken> batch;
+    for (int32_t i = runner.length(*seq); i < n; ++i) batch.push_back({*seq, i, 2 + i, false});
+    std::vector<float> logits;
+    ASSERT_TRUE(runner.forward(batch, &logits).is_ok());
+    const int64_t rows = 2 * (n / 4) + n / 128 + n / 8;
+    const RunnerMemory mem = runner.memory();
+    EXPECT_GE(mem.kv_bytes_in_use(), rows * 200) << n;
+    EXPECT_LE(mem.kv_bytes_in_use(), f.compressed_main_per_token * n + f.kv_page_slack_per_seq) << n;
+  }
+  runner.free_sequence(*seq);
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
 }
 
 TEST(RuntimeModel, ConcurrentGreedyAndSpeculationEqualAloneOnTheTinyModel) {
@@ -141,6 +161,82 @@ TEST(RuntimeModel, PrefixHitsInsideWindowAndCompressionBlocksEqualCold) {
     core.clear_prefix_cache();
     EXPECT_EQ(core.pool().free_count(), core.pool().total());
   }
+}
+
+std::vector<float> feed(ModelRunner& runner, SeqSlot seq, const std::vector<int32_t>& tokens) {
+  std::vector<RunnerToken> batch;
+  for (int32_t i = runner.length(seq); i < static_cast<int32_t>(tokens.size()); ++i)
+    batch.push_back({seq, i, tokens[static_cast<size_t>(i)], i + 1 == static_cast<int32_t>(tokens.size())});
+  std::vector<float> logits;
+  EXPECT_TRUE(runner.forward(batch, &logits).is_ok());
+  return logits;
+}
+
+TEST(RuntimeModel, PrefixCopiesShareKvPagesAndCopyOnWriteIsExact) {
+  ModelModelRunner& runner = tiny();
+  ASSERT_EQ(runner.memory().kv_pages_in_use, 0);
+  const std::vector<int32_t> donor = prompt_of(30, 5);  // r=4 layers 7 rows, r=8 layer 3: one page each
+  std::vector<int32_t> longer = donor;
+  for (int j = 0; j < 6; ++j) longer.push_back(400 + j);
+  const SeqSlot a = *runner.create_sequence();
+  feed(runner, a, donor);
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 3);
+  const SeqSlot b = *runner.create_sequence();
+  ASSERT_TRUE(runner.copy_prefix(b, a, 30).is_ok());
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 3);  // shared, not copied
+  const std::vector<float> warm = feed(runner, b, longer);  // rows into the shared pages: copy-on-write
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 6);
+  const SeqSlot cold = *runner.create_sequence();
+  EXPECT_EQ(feed(runner, cold, longer), warm);
+  // The donor's rows were not touched by b's writes: it continues exactly like a fresh run.
+  std::vector<int32_t> other = donor;
+  other.push_back(777);
+  other.push_back(778);
+  const std::vector<float> donor_next = feed(runner, a, other);
+  const SeqSlot fresh = *runner.create_sequence();
+  EXPECT_EQ(feed(runner, fresh, other), donor_next);
+  for (SeqSlot s : {a, b, cold, fresh}) runner.free_sequence(s);
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
+  EXPECT_GE(runner.memory().kv_pages_held, 6);  // memory kept for reuse, not leaked: nothing in use
+}
+
+TEST(RuntimeModel, PreemptionAndCancellationReturnEveryKvPage) {
+  ModelModelRunner& runner = tiny();
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 6; ++i) reqs.push_back(greedy(prompt_of(20 + 9 * i, 20 + i), 6));
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& r : reqs) alone.push_back(run(runner, options(0), {r})[0]);
+  EngineCoreOptions o = options(0);
+  const auto plan = plan_pool(runner.info().footprint, int64_t{1} << 30, o.block_tokens);
+  ASSERT_TRUE(plan.is_ok());
+  o.pool_blocks = plan->blocks_for(72) + plan->blocks_for(24);  // far less than 6 requests need at once
+  CoreStats st;
+  EXPECT_EQ(run(runner, o, reqs, &st), alone);  // run() checks the pool and the KV pages are all back
+  EXPECT_GT(st.preemptions, 0);
+
+  // Cancellation mid-prefill, mid-decode and mid-speculation.
+  EngineCoreOptions oc = options(2);
+  oc.prefix_cache_entries = 2;
+  EngineCore core(&runner, nullptr, oc);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    ASSERT_TRUE(core.add(i + 1, reqs[i], [](const GenerationUpdate&) {}).is_ok());
+  int64_t peak = 0;
+  for (int step = 0; core.has_work(); ++step) {
+    ASSERT_TRUE(core.step().is_ok());
+    peak = std::max(peak, runner.memory().kv_pages_in_use);
+    if (step % 2 == 1 && step / 2 < static_cast<int>(reqs.size())) core.cancel(static_cast<RequestId>(step / 2 + 1));
+  }
+  EXPECT_GT(peak, 0);
+  core.clear_prefix_cache();
+  EXPECT_EQ(core.pool().free_count(), core.pool().total());
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
+
+  // Negative control: a sequence nobody frees keeps its pages, and the check above would see them.
+  const SeqSlot leak = *runner.create_sequence();
+  feed(runner, leak, prompt_of(8, 1));
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 3);  // r=4 layers L1, L3 and the r=8 layer L4: a page each
+  runner.free_sequence(leak);
+  EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
 }
 
 }  // namespace

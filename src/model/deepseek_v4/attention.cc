@@ -79,6 +79,15 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
   std::vector<const float*> rows;
   std::vector<float> o(static_cast<size_t>(n * H * D));
+  // Compressed rows are stored as FP8 pages; the ones a query reads are decoded (losslessly) into
+  // scratch: HCA's every row once per call, CSA's selected rows per query.
+  const CompressorState& stored = st->compressor;
+  std::vector<float> comp;
+  std::vector<const float*> comp_rows;
+  if (w.has_compressor && !w.has_indexer) {
+    comp.resize(static_cast<size_t>(stored.n_entries * D));
+    for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows.push_back(stored.entry(t, comp.data() + t * D));
+  }
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = start + i;
     rows.clear();
@@ -87,10 +96,12 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       rows.push_back(p >= start ? kv.data() + (p - start) * D : st->window.data() + (p % win) * D);
     while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
     if (w.has_indexer) {
-      for (int32_t t : selected[static_cast<size_t>(i)]) rows.push_back(st->compressor.entries.data() + t * D);
+      const auto& sel = selected[static_cast<size_t>(i)];
+      comp.resize(sel.size() * static_cast<size_t>(D));
+      for (size_t j = 0; j < sel.size(); ++j) rows.push_back(stored.entry(sel[j], comp.data() + static_cast<int64_t>(j) * D));
     } else if (w.has_compressor) {
       const int64_t visible = (pos + 1) / ratio;
-      for (int64_t t = 0; t < visible; ++t) rows.push_back(st->compressor.entries.data() + t * D);
+      rows.insert(rows.end(), comp_rows.begin(), comp_rows.begin() + visible);
     }
     if (fast) {
       kernels::sparse_attention({H, D, ap.scale}, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()),

@@ -25,6 +25,7 @@ void compressor_init(const CompressorWeights& w, CompressorState* st) {
     st->prev_score.assign(n, -INFINITY);
   }
   st->entries.clear();
+  st->rows.clear();
   st->n_entries = 0;
 }
 
@@ -61,7 +62,11 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
     ref::hadamard_rotate(out.data(), dc);
     fake_quant_fp4(std::span<float>(out), 32);
   }
-  st->entries.insert(st->entries.end(), out.begin(), out.end());
+  if (kind == CompressorKind::kMain && st->rows.bound()) {
+    st->rows.append(out);
+  } else {
+    st->entries.insert(st->entries.end(), out.begin(), out.end());
+  }
   st->n_entries = b + 1;
 }
 

@@ -1,0 +1,44 @@
+// core: FP8 KV row encode/decode (see kv_row.h).
+#include "core/kv_row.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/formats.h"
+#include "core/quant.h"
+
+namespace dsv4 {
+
+void encode_kv_row(const KvRowLayout& l, std::span<const float> row, std::span<uint8_t> entry) {
+  DSV4_CHECK(l.valid() && static_cast<int64_t>(row.size()) == l.dims && static_cast<int64_t>(entry.size()) == l.bytes(),
+             "encode_kv_row: bad sizes");
+  const auto nope = static_cast<size_t>(l.nope_dims());
+  const auto scales = static_cast<size_t>(l.scales_offset());
+  quantize_fp8(row.first(nope), kKvQuantBlock, entry.first(nope), entry.subspan(scales, static_cast<size_t>(l.n_scales())));
+  for (size_t i = 0; i < static_cast<size_t>(l.rope_dims); ++i) {
+    const uint16_t h = float_to_bf16(row[nope + i]);
+    entry[nope + 2 * i] = static_cast<uint8_t>(h & 0xFF);
+    entry[nope + 2 * i + 1] = static_cast<uint8_t>(h >> 8);
+  }
+  std::fill(entry.begin() + static_cast<ptrdiff_t>(scales) + l.n_scales(), entry.end(), uint8_t{0});
+}
+
+void decode_kv_row(const KvRowLayout& l, std::span<const uint8_t> entry, std::span<float> row) {
+  DSV4_CHECK(l.valid() && static_cast<int64_t>(row.size()) == l.dims && static_cast<int64_t>(entry.size()) == l.bytes(),
+             "decode_kv_row: bad sizes");
+  const auto nope = static_cast<size_t>(l.nope_dims());
+  const uint8_t* scales = entry.data() + l.scales_offset();
+  for (size_t b = 0; b < static_cast<size_t>(l.n_scales()); ++b) {
+    const float s = e8m0_to_float(scales[b]);
+    for (size_t j = 0; j < static_cast<size_t>(kKvQuantBlock); ++j) {
+      const size_t i = b * kKvQuantBlock + j;
+      row[i] = e4m3_to_float(entry[i]) * s;
+    }
+  }
+  for (size_t i = 0; i < static_cast<size_t>(l.rope_dims); ++i) {
+    const auto h = static_cast<uint16_t>(entry[nope + 2 * i] | entry[nope + 2 * i + 1] << 8);
+    row[nope + i] = bf16_to_float(h);
+  }
+}
+
+}  // namespace dsv4

@@ -1,0 +1,37 @@
+// core: the FP8 storage layout of one compressed KV row (spec §4; FlashMLA "MODEL1 FP8 sparse"),
+// generalised to a row of `dims` values whose last `rope_dims` are the RoPE dims:
+//   bytes [0, nope)                    nope = dims − rope_dims E4M3 codes, blocks of 64
+//   bytes [nope, nope + 2·rope_dims)   BF16 rope dims, little-endian
+//   then nope/64 ue8m0 scales, padded with zeros to a multiple of 8 bytes.
+// The official row (512 dims, 64 rope) is 448 + 128 + 7 + 1 = 584 bytes. A row that already carries the
+// reference's QAT rounding (fake_quant_fp8 with block 64 on the nope dims, bf16 rope dims) decodes back
+// to exactly the same floats, so storing it this way loses nothing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace dsv4 {
+
+inline constexpr int64_t kKvQuantBlock = 64;
+
+struct KvRowLayout {
+  int64_t dims = 0;
+  int64_t rope_dims = 0;
+
+  int64_t nope_dims() const { return dims - rope_dims; }
+  int64_t n_scales() const { return nope_dims() / kKvQuantBlock; }
+  int64_t scales_offset() const { return nope_dims() + 2 * rope_dims; }
+  int64_t bytes() const { return scales_offset() + (n_scales() + 7) / 8 * 8; }
+  // rope_dims <= dims, nope dims a multiple of 64, rope part starting 8-aligned.
+  bool valid() const {
+    return dims > 0 && rope_dims >= 0 && rope_dims <= dims && nope_dims() % kKvQuantBlock == 0;
+  }
+};
+
+// row: [dims] floats -> entry: [layout.bytes()] bytes (padding written as 0).
+void encode_kv_row(const KvRowLayout& layout, std::span<const float> row, std::span<uint8_t> entry);
+// entry: [layout.bytes()] bytes -> row: [dims] floats.
+void decode_kv_row(const KvRowLayout& layout, std::span<const uint8_t> entry, std::span<float> row);
+
+}  // namespace dsv4

@@ -14,7 +14,8 @@ void encode_kv_row(const KvRowLayout& l, std::span<const float> row, std::span<u
              "encode_kv_row: bad sizes");
   const auto nope = static_cast<size_t>(l.nope_dims());
   const auto scales = static_cast<size_t>(l.scales_offset());
-  quantize_fp8(row.first(nope), kKvQuantBlock, entry.first(nope), entry.subspan(scales, static_cast<size_t>(l.n_scales())));
+  quantize_fp8(row.first(nope), kKvQuantBlock, entry.first(nope),
+               entry.subspan(scales, static_cast<size_t>(l.n_scales())));
   for (size_t i = 0; i < static_cast<size_t>(l.rope_dims); ++i) {
     const uint16_t h = float_to_bf16(row[nope + i]);
     entry[nope + 2 * i] = static_cast<uint8_t>(h & 0xFF);

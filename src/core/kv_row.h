@@ -24,9 +24,7 @@ struct KvRowLayout {
   int64_t scales_offset() const { return nope_dims() + 2 * rope_dims; }
   int64_t bytes() const { return scales_offset() + (n_scales() + 7) / 8 * 8; }
   // rope_dims <= dims, nope dims a multiple of 64, rope part starting 8-aligned.
-  bool valid() const {
-    return dims > 0 && rope_dims >= 0 && rope_dims <= dims && nope_dims() % kKvQuantBlock == 0;
-  }
+  bool valid() const { return dims > 0 && rope_dims >= 0 && rope_dims <= dims && nope_dims() % kKvQuantBlock == 0; }
 };
 
 // row: [dims] floats -> entry: [layout.bytes()] bytes (padding written as 0).

@@ -86,7 +86,8 @@ KvPoolStats KvPagePool::stats() const {
 
 // ---- KvPageTable ----
 
-KvPageTable::KvPageTable(const KvPageTable& other) : pool_(other.pool_), ids_(other.ids_), data_(other.data_), n_rows_(other.n_rows_) {
+KvPageTable::KvPageTable(const KvPageTable& other)
+    : pool_(other.pool_), ids_(other.ids_), data_(other.data_), n_rows_(other.n_rows_) {
   for (int32_t id : ids_) pool_->retain(id);
 }
 
@@ -102,7 +103,10 @@ KvPageTable& KvPageTable::operator=(const KvPageTable& other) {
 }
 
 KvPageTable::KvPageTable(KvPageTable&& other) noexcept
-    : pool_(std::move(other.pool_)), ids_(std::move(other.ids_)), data_(std::move(other.data_)), n_rows_(other.n_rows_) {
+    : pool_(std::move(other.pool_)),
+      ids_(std::move(other.ids_)),
+      data_(std::move(other.data_)),
+      n_rows_(other.n_rows_) {
   other.ids_.clear();
   other.data_.clear();
   other.n_rows_ = 0;
@@ -129,7 +133,8 @@ void KvPageTable::release_all() {
 }
 
 void KvPageTable::append(std::span<const float> row) {
-  DSV4_CHECK(pool_ && static_cast<int64_t>(row.size()) == pool_->layout().dims, "KvPageTable::append: unbound or bad row");
+  DSV4_CHECK(pool_ && static_cast<int64_t>(row.size()) == pool_->layout().dims,
+             "KvPageTable::append: unbound or bad row");
   const int64_t pr = pool_->page_rows();
   const int64_t slot = n_rows_ % pr;
   if (slot == 0 && n_rows_ / pr == n_pages()) {  // every page is full: a new one

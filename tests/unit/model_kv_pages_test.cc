@@ -125,7 +125,8 @@ TEST(ModelKvPages, Fp8StoreIsLosslessOnTheRealCompressorRows) {
     const KvPageTable& a = s8->layers[il].compressor.rows;
     const KvPageTable& b = s32->layers[il].compressor.rows;
     ASSERT_EQ(a.size(), b.size()) << "layer " << il;
-    for (int64_t t = 0; t < a.size(); ++t, ++compared) ASSERT_EQ(read(a, t), read(b, t)) << "layer " << il << " row " << t;
+    for (int64_t t = 0; t < a.size(); ++t, ++compared)
+      ASSERT_EQ(read(a, t), read(b, t)) << "layer " << il << " row " << t;
   }
   EXPECT_EQ(compared, 2 * 17 + 8);
   EXPECT_EQ(l8, l32);  // attention over decoded FP8 rows == over fp32 rows, bit for bit

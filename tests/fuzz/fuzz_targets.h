@@ -18,3 +18,15 @@ int output_parser_entry(const uint8_t* data, size_t size);     // whole vs strea
 int chat_render_entry(const uint8_t* data, size_t size);       // parse_chat_request_json + render_chat
 
 }  // namespace dsv4::fuzz
+
+namespace dsv4 {
+class Tokenizer;
+namespace fuzz {
+// DeepSeek's tokenizer cut to 4000 merges (data/tokenizer_small.json), loaded once per process.
+const Tokenizer& small_tokenizer();
+}  // namespace fuzz
+}  // namespace dsv4
+
+namespace dsv4::fuzz {
+
+}  // namespace dsv4::fuzz

@@ -8,6 +8,7 @@ t=$1
 secs=${2:-180}
 dict=tests/fuzz/json.dict
 [ "$t" = npy ] && dict=tests/fuzz/npy.dict
+case $t in output_parser | tokenizer_encode) dict=tests/fuzz/dsml.dict ;; esac
 mkdir -p build/fuzz/work/"$t" build/fuzz/artifacts/"$t"
 exec build/fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
   -dict="$dict" -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/"$t"/ \

@@ -1,8 +1,10 @@
 // fuzz: encode / decode / stream-decode on arbitrary bytes, with a tokenizer derived from DeepSeek's
 // (tests/fuzz/data/tokenizer_small.json: same regexes, ByteLevel and added tokens, the first 4000 merges;
 // see make_small_tokenizer.py), loaded once per process. Checks: decode(encode(x)) == x with invalid
-// UTF-8 repaired, with and without added-token matching; without matching no added token appears; and
-// for the same bytes read as ids, streaming decode emits only valid UTF-8 and equals decode.
+// UTF-8 repaired, with and without added-token matching and with matching limited to spans; without
+// matching no added token appears; and for the same bytes read as ids, streaming decode emits only
+// valid UTF-8 and equals decode.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -13,7 +15,6 @@
 #include "tokenizer/utf8.h"
 
 namespace dsv4::fuzz {
-namespace {
 
 const Tokenizer& small_tokenizer() {
   static const Tokenizer* t = [] {
@@ -24,8 +25,6 @@ const Tokenizer& small_tokenizer() {
   return *t;
 }
 
-}  // namespace
-
 int tokenizer_encode_entry(const uint8_t* data, size_t size) {
   const Tokenizer& t = small_tokenizer();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -35,6 +34,13 @@ int tokenizer_encode_entry(const uint8_t* data, size_t size) {
     DSV4_CHECK(t.decode(ids) == repaired);
     if (!special)
       for (const int32_t id : ids) DSV4_CHECK(!t.is_added_token(id));
+  }
+  // Added tokens allowed only inside two spans picked by the first bytes (offsets in the raw, possibly
+  // invalid, text): the same text comes back.
+  if (size >= 2) {
+    const size_t a = data[0] % (size + 1), b = data[1] % (size + 1);
+    const std::vector<TextSpan> spans{{0, std::min(a, b)}, {std::max(a, b), size}};
+    DSV4_CHECK(t.decode(t.encode_with_special_spans(text, spans)) == repaired);
   }
   // The same bytes read as little-endian ids, any values (in range, gaps, out of range).
   std::vector<int32_t> ids;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -217,7 +218,39 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path)
 const TensorInfo* Checkpoint::find(std::string_view name) const {
   auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
                              [](const TensorInfo& t, std::string_view n) { return t.name < n; });
-  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+  if (it == tensors_.end() || it->name != name) return nullptr;
+  if (progress_) note_found(*it);
+  return &*it;
+}
+
+// Behind a pointer so Checkpoint stays movable (the mutex is not).
+struct Checkpoint::ProgressState {
+  Progress callback;
+  std::mutex mu;
+  std::vector<bool> reached;  // by index into tensors_
+  uint64_t done = 0;
+  uint64_t total = 0;
+};
+
+void Checkpoint::set_progress(Progress progress) {
+  if (!progress) {
+    progress_.reset();
+    return;
+  }
+  progress_ = std::make_shared<ProgressState>();
+  progress_->callback = std::move(progress);
+  progress_->reached.assign(tensors_.size(), false);
+  progress_->total = total_bytes();
+}
+
+void Checkpoint::note_found(const TensorInfo& t) const {
+  ProgressState& p = *progress_;
+  std::lock_guard<std::mutex> lock(p.mu);
+  const auto i = static_cast<size_t>(&t - tensors_.data());
+  if (p.reached[i]) return;
+  p.reached[i] = true;
+  p.done += t.data.size();
+  p.callback(p.done, p.total);
 }
 
 uint64_t Checkpoint::total_bytes() const {

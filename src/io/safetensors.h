@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -58,10 +59,20 @@ class Checkpoint {
   const std::vector<std::filesystem::path>& shard_paths() const { return shard_paths_; }
   uint64_t total_bytes() const;
 
+  // Loading progress (a progress bar): once set, find() reports each tensor the first time it is
+  // looked up, as (bytes of the tensors reached so far, total_bytes()). A loader that decodes tensors
+  // in the order it finds them thus reports the share of the checkpoint it has reached. Thread-safe.
+  using Progress = std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+  void set_progress(Progress progress);
+
  private:
+  struct ProgressState;
+  void note_found(const TensorInfo& t) const;
+
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<TensorInfo> tensors_;
+  std::shared_ptr<ProgressState> progress_;  // null: no progress reporting
 };
 
 // Writing (make-tiny, tests). Tensors are written in the given order, data packed back to back.

@@ -39,6 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
   DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
   // The whole tensor table first (names, dtypes, shapes), so a bad checkpoint names all its problems.
   DSV4_RETURN_IF_ERROR(check_checkpoint(cfg, ck).to_status(dir.string()));
+  ck.set_progress(options.progress);  // after the check, which looks every tensor up without reading it
   auto shared_ck = std::make_shared<const Checkpoint>(std::move(ck));
   DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(std::move(shared_ck), cfg, options.backend));
   auto m = std::unique_ptr<Model>(new Model());

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -48,6 +49,9 @@ struct ModelOptions {
   Backend backend = Backend::kCpu;
   int threads = 0;                         // the model's thread pool, calling thread included; 0 = one per CPU
   kernels::Isa isa = kernels::Isa::kAuto;  // cpu backend: the kernels' ISA (tests, bench, batch invariance)
+  // Optional loading progress (a progress bar): (bytes of weights reached, total bytes) as the loader
+  // reaches each tensor (Checkpoint::set_progress).
+  std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
 };
 
 class Model {

@@ -85,7 +85,7 @@ Result<std::vector<int32_t>> DeepSeekChatCodec::encode_chat(const ChatCompletion
   opt.json_response_format = request.json_response_format;
   // Only the template's own special tokens are special: a "<｜Assistant｜>" (or any other added-token
   // string) inside message content, reasoning, tool arguments or schemas is encoded as plain text.
-  Result<std::vector<int32_t>> ids = dsv4::encode_chat(tokenizer_, messages, tools, opt);
+  Result<std::vector<int32_t>> ids = dsv4::encode_chat(*tokenizer_, messages, tools, opt);
   if (!ids.is_ok()) {
     // Every render failure is a property of the request (roles, tool-message order, schemas).
     return invalid_argument(ids.status().rule(), ids.status().message());
@@ -94,10 +94,10 @@ Result<std::vector<int32_t>> DeepSeekChatCodec::encode_chat(const ChatCompletion
 }
 
 Result<std::vector<int32_t>> DeepSeekChatCodec::encode_text(std::string_view text) const {
-  return tokenizer_.encode(text, /*allow_special=*/true);
+  return tokenizer_->encode(text, /*allow_special=*/true);
 }
 
-std::string DeepSeekChatCodec::token_text(int32_t id) const { return std::string(tokenizer_.token_bytes(id)); }
+std::string DeepSeekChatCodec::token_text(int32_t id) const { return std::string(tokenizer_->token_bytes(id)); }
 
 std::unique_ptr<OutputParser> DeepSeekChatCodec::make_output_parser(bool thinking, bool parse_tools) const {
   return std::make_unique<DeepSeekOutputParser>(thinking, parse_tools);

@@ -20,12 +20,17 @@ struct ServeBackend {
 
 struct BackendOptions {
   std::string model_dir;
-  int32_t max_concurrency = 16;
-  int64_t ctx_size = 0;
+  int32_t max_concurrency = 16;  // sequences run at once; the state pool fits this many full contexts
+  int32_t max_queue = 64;        // requests the engine accepts beyond those
+  int64_t ctx_size = 0;          // 0: the model's max context; larger than it is an error
+  std::string served_model_name; // the engine's model name
+  bool progress_bar = true;      // loading progress on stderr
 };
 
-// The real engine and the DeepSeek-V4 tokenizer/chat codec for `model_dir`. This is the one place that
-// creates them; until the runtime's engine factory exists in this build it answers kUnimplemented.
+// The real engine (runtime ModelModelRunner + create_engine, greedy/sampled, no speculation) and the
+// DeepSeek-V4 chat codec over MODEL_DIR/tokenizer.json. Everything that can be checked cheaply (the
+// directory, config.json, tokenizer.json, --ctx-size against the model) is checked before the weights
+// are read; every failure is a Status naming the path and the fix, never a crash.
 Result<ServeBackend> load_model_backend(const BackendOptions& options);
 
 // Blocks SIGTERM, SIGINT (and ignores SIGPIPE) in the calling thread; call it before any other thread

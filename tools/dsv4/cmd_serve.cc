@@ -1,9 +1,11 @@
 // tools: `dsv4 serve` — the OpenAI-compatible HTTP server (src/server) over the inference engine.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "args.h"
 #include "command.h"
+#include "default_model.h"
 #include "server/serve.h"
 #include "server/testing/fake_engine.h"
 #include "server/testing/simple_codec.h"
@@ -11,16 +13,18 @@
 namespace dsv4::cli {
 namespace {
 
-constexpr const char* kUsage = R"(usage: dsv4 serve --model DIR [options]
+constexpr const char* kUsage = R"(usage: dsv4 serve [--model DIR] [options]
 
-  --model DIR               model directory (config.json, *.safetensors, tokenizer.json)
+  --model DIR               model directory (config.json, *.safetensors, tokenizer.json); without it,
+                            the embedded tiny model (random weights), generated once into
+                            $DSV4_CACHE_DIR, else $XDG_CACHE_HOME/dsv4, else ~/.cache/dsv4
   --host H                  address to bind (default 127.0.0.1; use 0.0.0.0 deliberately)
   --port P                  port (default 8000; 0 picks a free one)
   --api-key K               require "Authorization: Bearer K" on every route but /health
   --max-concurrency N       sequences run at once (default 16)
   --max-queue N             sequences allowed to wait beyond that; more get 429 (default 64)
-  --ctx-size N              context limit in tokens (default: the model's)
-  --served-model-name NAME  the model id clients use (default: the model's name)
+  --ctx-size N              context limit in tokens (default: the model's maximum; larger is an error)
+  --served-model-name NAME  the model id clients use (default: the model directory's name)
   --cors-origin ORIGIN      send CORS headers for ORIGIN (default: off)
   --drain-timeout-s S       on SIGTERM, how long running requests may finish (default 30)
   --fake-engine             TEST HOOK: serve a model-free fake engine (no --model); used by tests only
@@ -72,14 +76,27 @@ int cmd_serve(int argc, char** argv) {
     backend.engine = std::make_unique<server::testing::FakeEngine>(fo);
     backend.codec = std::make_unique<server::testing::SimpleCodec>();
   } else {
-    if (!args.has("--model")) {
-      std::fprintf(stderr, "%s", kUsage);
-      return report_error("serve", invalid_argument("cli.missing_flag", "--model DIR is required"));
+    std::string model_dir;
+    if (args.has("--model")) {
+      model_dir = *args.get("--model");
+    } else {
+      auto made = ensure_default_model();
+      if (!made.is_ok()) return report_error("serve", made.status());
+      model_dir = made->string();
+      std::fprintf(stderr, "dsv4 serve: serving the embedded tiny model %s (random weights: its text is gibberish)\n",
+                   model_dir.c_str());
+    }
+    if (so.served_model_name.empty()) {
+      // "/models/tiny/" names "tiny", like "/models/tiny".
+      const std::filesystem::path p = std::filesystem::path(model_dir).lexically_normal();
+      so.served_model_name = (p.has_filename() ? p.filename() : p.parent_path().filename()).string();
     }
     server::BackendOptions bo;
-    bo.model_dir = *args.get("--model");
+    bo.model_dir = model_dir;
     bo.max_concurrency = so.max_concurrency;
+    bo.max_queue = so.max_queue;
     bo.ctx_size = so.ctx_size;
+    bo.served_model_name = so.served_model_name;
     auto loaded = server::load_model_backend(bo);
     if (!loaded.is_ok()) return report_error("serve", loaded.status());
     backend = std::move(loaded).value();

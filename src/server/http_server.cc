@@ -8,6 +8,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "server/api_error.h"
 #include "server/connection_watch.h"
 #include "server/generation.h"
@@ -54,6 +58,26 @@ std::string endpoint_label(const std::string& path) {
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// The front half both generation routes share: 503 while draining, the body parsed into `out` (`parse`
+// is parse_chat_request or parse_completion_request), 404 for a model this server does not serve.
+template <typename Request>
+std::optional<ApiError> read_generation_request(
+    const std::string& body, std::optional<ApiError> (*parse)(std::string_view, const RequestLimits&, Request*),
+    const ServerOptions& options, bool draining, Request* out) {
+  if (draining) {
+    return make_error(503, "server_overloaded", "shutting_down", "the server is shutting down", options.retry_after_s);
+  }
+  if (auto err = parse(body, options.limits, out)) return err;
+  if (out->model != options.served_model_name) {
+    ApiError e = make_error(404, "invalid_request_error", "model_not_found",
+                            "the model '" + out->model + "' does not exist; this server serves '" +
+                                options.served_model_name + "'");
+    e.param = "model";
+    return e;
+  }
+  return std::nullopt;
 }
 
 // Holds admitted sequences against the server's admission limit; released when the response is gone.
@@ -181,18 +205,9 @@ HttpServer::HttpServer(Engine& engine, const ChatCodec& codec, ServerOptions opt
   });
 
   svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (draining_) {
-      return send_error(res, make_error(503, "server_overloaded", "shutting_down", "the server is shutting down",
-                                        options_.retry_after_s));
-    }
     ChatCompletionRequest creq;
-    if (auto err = parse_chat_request(req.body, options_.limits, &creq)) return send_error(res, *err);
-    if (creq.model != options_.served_model_name) {
-      ApiError e = make_error(404, "invalid_request_error", "model_not_found",
-                              "the model '" + creq.model + "' does not exist; this server serves '" +
-                                  options_.served_model_name + "'");
-      e.param = "model";
-      return send_error(res, e);
+    if (auto err = read_generation_request(req.body, &parse_chat_request, options_, draining_, &creq)) {
+      return send_error(res, *err);
     }
     GenerationPlan plan;
     plan.endpoint = Endpoint::kChat;
@@ -207,18 +222,9 @@ HttpServer::HttpServer(Engine& engine, const ChatCodec& codec, ServerOptions opt
   });
 
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (draining_) {
-      return send_error(res, make_error(503, "server_overloaded", "shutting_down", "the server is shutting down",
-                                        options_.retry_after_s));
-    }
     CompletionRequest creq;
-    if (auto err = parse_completion_request(req.body, options_.limits, &creq)) return send_error(res, *err);
-    if (creq.model != options_.served_model_name) {
-      ApiError e = make_error(404, "invalid_request_error", "model_not_found",
-                              "the model '" + creq.model + "' does not exist; this server serves '" +
-                                  options_.served_model_name + "'");
-      e.param = "model";
-      return send_error(res, e);
+    if (auto err = read_generation_request(req.body, &parse_completion_request, options_, draining_, &creq)) {
+      return send_error(res, *err);
     }
     GenerationPlan plan;
     plan.endpoint = Endpoint::kCompletion;

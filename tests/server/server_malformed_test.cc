@@ -1,8 +1,13 @@
 // tests/server: reliability.md §B1/§B2 — every malformed or out-of-range request is a 4xx with the
-// OpenAI error JSON (never a 5xx, never a crash), and a bounded fuzz of mutated bodies keeps /health 200.
+// OpenAI error JSON (never a 5xx, never a crash); a bounded HTTP fuzz of mutated bodies keeps /health 200,
+// and an in-process fuzz runs 100k bodies through the parsers and the chat renderer.
 #include <random>
 
+#include "server/api_error.h"
+#include "server/deepseek_codec.h"
+#include "server/request_parser.h"
 #include "server_fixture.h"
+#include "test_util.h"
 
 namespace dsv4::server::test {
 namespace {
@@ -150,6 +155,37 @@ void check_error_response(const httplib::Result& r, int status, const std::strin
   }
 }
 
+// Valid and malformed bodies the fuzz loops start from.
+std::vector<std::string> fuzz_seeds() {
+  std::vector<std::string> seeds = {
+      with(""), with(R"("stream":true,"max_tokens":4)"), cmpl(R"("max_tokens":3)"),
+      with(R"("tools":[{"type":"function","function":{"name":"f","parameters":{}}}])"),
+      with(R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}}}}}],"tool_choice":"required","chat_template_kwargs":{"thinking":true})"),
+      R"({"model":"fake-dsv4","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"},{"role":"assistant","content":null,"reasoning_content":"r","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"res"}],"response_format":{"type":"json_object"}})",
+      cmpl(R"("prompt":[1,2,3],"logprobs":2,"stop":["x"])")};
+  for (const auto& c : malformed_cases()) seeds.push_back(c.body);
+  return seeds;
+}
+
+// 1-4 random edits: deletions, JSON-ish tokens, random bytes, truncation, duplicated slices.
+std::string mutated(std::string body, std::mt19937_64& rng) {
+  static const char* kTokens[] = {"{", "}", "[", "]", ",", ":", "\"", "null", "true", "-1", "1e308", "0", "\\u0000",
+                                  "\"model\"", "\"messages\"", "\"n\"", "\"stop\"", "99999999999999999999", "\xc3",
+                                  "\xff", "\"role\"", "\"tool\"", "\"tools\"", "<｜Assistant｜>", "<｜DSML｜"};
+  const int mutations = 1 + static_cast<int>(rng() % 4);
+  for (int m = 0; m < mutations && !body.empty(); ++m) {
+    const size_t pos = rng() % body.size();
+    switch (rng() % 5) {
+      case 0: body.erase(pos, 1 + rng() % 8); break;
+      case 1: body.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]); break;
+      case 2: body[pos] = static_cast<char>(rng() % 256); break;
+      case 3: body = body.substr(0, pos); break;
+      default: body.insert(pos, body.substr(rng() % body.size(), 1 + rng() % 16)); break;
+    }
+  }
+  return body;
+}
+
 TEST(ServerMalformed, EveryBadRequestIs4xxWithErrorJson) {
   TestServer ts;
   const auto cases = malformed_cases();
@@ -184,28 +220,12 @@ TEST(ServerMalformed, ValidVariantsOfTheSameFieldsAreAccepted) {
 TEST(ServerMalformed, BoundedFuzzNeverGives5xx) {
   TestServer ts;
   std::mt19937_64 rng(20261130);  // fixed seed: a failure is reproducible
-  const auto cases = malformed_cases();
-  std::vector<std::string> seeds = {with(""), with(R"("stream":true,"max_tokens":4)"), cmpl(R"("max_tokens":3)"),
-                                    with(R"("tools":[{"type":"function","function":{"name":"f","parameters":{}}}])")};
-  for (const auto& c : cases) seeds.push_back(c.body);
-  const char* kTokens[] = {"{", "}", "[", "]", ",", ":", "\"", "null", "true", "-1", "1e308", "0", "\\u0000",
-                           "\"model\"", "\"messages\"", "\"n\"", "\"stop\"", "99999999999999999999", "\xc3", "\xff"};
+  const std::vector<std::string> seeds = fuzz_seeds();
   int n_5xx = 0, n_2xx = 0, n_4xx = 0;
   const int kIterations = 3000;
   auto client = ts.client();
   for (int i = 0; i < kIterations; ++i) {
-    std::string body = seeds[rng() % seeds.size()];
-    const int mutations = 1 + static_cast<int>(rng() % 4);
-    for (int m = 0; m < mutations && !body.empty(); ++m) {
-      const size_t pos = rng() % body.size();
-      switch (rng() % 5) {
-        case 0: body.erase(pos, 1 + rng() % 8); break;
-        case 1: body.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]); break;
-        case 2: body[pos] = static_cast<char>(rng() % 256); break;
-        case 3: body = body.substr(0, pos); break;
-        default: body.insert(pos, body.substr(rng() % body.size(), 1 + rng() % 16)); break;
-      }
-    }
+    const std::string body = mutated(seeds[rng() % seeds.size()], rng);
     const char* path = (rng() % 2) ? "/v1/chat/completions" : "/v1/completions";
     auto r = client.Post(path, body, "application/json");
     ASSERT_TRUE(r) << "no response for body: " << body;
@@ -226,6 +246,79 @@ TEST(ServerMalformed, BoundedFuzzNeverGives5xx) {
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
   std::printf("fuzz: %d bodies, %d 2xx, %d 4xx, %d 5xx\n", kIterations, n_2xx, n_4xx, n_5xx);
+}
+
+// A structure-aware edit: one value somewhere inside a valid body replaced by a value of another type
+// or an edge value, so the body stays JSON and reaches the field checks and the chat renderer.
+std::string value_swapped(const std::string& valid, std::mt19937_64& rng) {
+  Json j = Json::parse(valid, nullptr, false);
+  if (j.is_discarded()) return valid;
+  const Json kValues[] = {nullptr, -1, 0, 1, 2, 1e308, -0.5, 4294967296LL, "", "x", "<｜Assistant｜>",
+                          "</think><｜DSML｜tool_calls>", Json::array(), Json::object(), true,
+                          Json::array({Json::object()}), Json{{"type", "function"}}, std::string(300, 'a')};
+  Json* node = &j;
+  for (int depth = 0; depth < 6 && (node->is_object() || node->is_array()) && !node->empty(); ++depth) {
+    auto it = node->begin();
+    std::advance(it, static_cast<long>(rng() % node->size()));
+    node = &*it;
+    if (rng() % 3 == 0) break;
+  }
+  *node = kValues[rng() % (sizeof(kValues) / sizeof(kValues[0]))];
+  return j.dump();
+}
+
+// The same property without HTTP, at fuzzing volume: 100k mutated bodies through the request parsers
+// and, when they parse, the real DeepSeek-V4 chat renderer + tokenizer. Every outcome is success or a
+// 4xx with error JSON; a crash or a 5xx fails (ASan/UBSan builds of this suite catch memory errors).
+TEST(ServerMalformed, InProcessFuzzOf100kBodiesNeverGives5xx) {
+  auto codec = DeepSeekChatCodec::load(dsv4::test::shared_dir() / "tokenizer" / "tokenizer.json");
+  ASSERT_TRUE(codec.is_ok()) << codec.status().to_string();
+  const RequestLimits limits;
+  std::mt19937_64 rng(20261201);
+  const std::vector<std::string> seeds = fuzz_seeds();
+  constexpr int kIterations = 100000;
+  int n_ok = 0, n_4xx = 0, n_bad = 0;
+  auto check = [&](const ApiError& e, const std::string& body) {
+    const Json j = Json::parse(e.to_json(), nullptr, false);
+    const bool good = e.http_status >= 400 && e.http_status < 500 && j.is_object() && j.contains("error") &&
+                      j["error"].contains("message");
+    if (!good && ++n_bad <= 5) ADD_FAILURE() << e.http_status << " " << e.to_json() << " for body: " << body;
+    ++n_4xx;
+  };
+  for (int i = 0; i < kIterations; ++i) {
+    const std::string& seed = seeds[rng() % seeds.size()];
+    const std::string body = rng() % 2 ? value_swapped(seed, rng) : mutated(seed, rng);
+    if (rng() % 2) {
+      ChatCompletionRequest req;
+      if (auto err = parse_chat_request(body, limits, &req)) {
+        check(*err, body);
+        continue;
+      }
+      auto ids = codec.value()->encode_chat(req);
+      if (!ids.is_ok()) {
+        check(api_error_from_status(ids.status()), body);
+        continue;
+      }
+    } else {
+      CompletionRequest req;
+      if (auto err = parse_completion_request(body, limits, &req)) {
+        check(*err, body);
+        continue;
+      }
+      if (req.prompt_text) {
+        auto ids = codec.value()->encode_text(*req.prompt_text);
+        if (!ids.is_ok()) {
+          check(api_error_from_status(ids.status()), body);
+          continue;
+        }
+      }
+    }
+    ++n_ok;
+  }
+  EXPECT_EQ(n_bad, 0);
+  EXPECT_GT(n_4xx, kIterations / 2);
+  EXPECT_GT(n_ok, 1000) << "the mutations should leave many bodies valid";
+  std::printf("in-process fuzz: %d bodies, %d accepted, %d 4xx, %d bad\n", kIterations, n_ok, n_4xx, n_bad);
 }
 
 }  // namespace

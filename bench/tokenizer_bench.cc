@@ -35,8 +35,7 @@ std::string read_file(const fs::path& p) {
 }
 
 const std::string& corpus() {
-  static const std::string c =
-      read_file(fs::path(DSV4_SOURCE_DIR) / "tests" / "data" / "tokenizer_corpus.txt");
+  static const std::string c = read_file(fs::path(DSV4_SOURCE_DIR) / "tests" / "data" / "tokenizer_corpus.txt");
   return c;
 }
 

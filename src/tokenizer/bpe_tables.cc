@@ -1,9 +1,9 @@
 // tokenizer: MergeTable growth and WordCache slots (see bpe_tables.h).
 #include "tokenizer/bpe_tables.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 
 namespace dsv4::tok {

@@ -220,8 +220,8 @@ bool StreamingOutputParser::step_text(bool reasoning, bool at_end, Delta& d) {
   if (const int r = drop_marker_completion(reasoning, at_end); r != 0) return r > 0;
   // What a chunk may end in and must be held for: the markers, plus the "<" or "</" that a stray tag
   // around ｜DSML｜ drops with it (a held "｜DSM" alone would let "</" through before it).
-  static constexpr std::array<std::string_view, 8> kReasoningHeld{
-      kThinkEnd, kToolCallsOpen, kEos, kThinkStart, kInvokeOpen, kDsml, kStrayOpen, kStrayClose};
+  static constexpr std::array<std::string_view, 8> kReasoningHeld{kThinkEnd,   kToolCallsOpen, kEos,       kThinkStart,
+                                                                  kInvokeOpen, kDsml,          kStrayOpen, kStrayClose};
   static constexpr std::array<std::string_view, 7> kContentHeld{kToolCallsOpen, kEos,       kThinkEnd,  kInvokeOpen,
                                                                 kDsml,          kStrayOpen, kStrayClose};
   const auto [pos, which] = reasoning ? find_marker(buf_, kReasoningMarkers) : find_marker(buf_, kContentMarkers);

@@ -26,8 +26,8 @@ struct JsonValue {
   // kFloat: the value as a double (Python re-prints it with float.__repr__).
   std::string int_digits;
   double number = 0.0;
-  std::string string;            // kString: UTF-8 text (lone surrogates from \u escapes kept as WTF-8)
-  std::vector<JsonValue> items;  // kArray
+  std::string string;             // kString: UTF-8 text (lone surrogates from \u escapes kept as WTF-8)
+  std::vector<JsonValue> items;   // kArray
   std::vector<JsonField> fields;  // kObject, in first-insertion order
 
   bool is_object() const { return kind == Kind::kObject; }

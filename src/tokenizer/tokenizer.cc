@@ -171,7 +171,8 @@ void bpe_merge(const TokenizerModel& m, std::string_view word, BpeScratch& scrat
   std::vector<Cand>& heap = scratch.heap;
   syms.resize(n);
   heap.clear();
-  for (int32_t i = 0; i < n; ++i) syms[i] = {m.byte_to_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
+  for (int32_t i = 0; i < n; ++i)
+    syms[i] = {m.byte_to_id[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1, true};
   auto push = [&](int32_t pos) {
     const Sym& l = syms[pos];
     const Sym& r = syms[l.next];

@@ -1,6 +1,6 @@
 // tokenizer: the in-memory form of a tokenizer.json (internal to the tokenizer library).
 // Built and validated by tokenizer_load.cc, used read-only by encode/decode in tokenizer.cc; the only
-// mutable part is the word cache, behind striped mutexes, so one Tokenizer serves many threads.
+// mutable part is the word cache, behind its own mutex, so one Tokenizer serves many threads.
 #pragma once
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -81,9 +81,9 @@ struct TokenizerModel {
   static constexpr uint8_t kAdded = 1, kSpecial = 2;
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> text_to_id;
 
-  std::array<int32_t, 256> byte_to_id{};           // single-byte tokens: BPE's starting symbols
-  MergeTable merges;            // (left id, right id) → rank, result
-  bool ignore_merges = false;  // HF BPE option: whole word in vocab wins
+  std::array<int32_t, 256> byte_to_id{};  // single-byte tokens: BPE's starting symbols
+  MergeTable merges;                      // (left id, right id) → rank, result
+  bool ignore_merges = false;             // HF BPE option: whole word in vocab wins
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> bytes_to_id;  // ignore_merges only
 
   std::vector<SplitStep> splits;  // the pre-tokenizer's Split steps, in order

@@ -6,27 +6,22 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dsv4::fuzz {
-
-int safetensors_entry(const uint8_t* data, size_t size);  // SafetensorsFile::parse on the bytes
-int index_entry(const uint8_t* data, size_t size);        // bytes as model.safetensors.index.json, Checkpoint::open
-int config_entry(const uint8_t* data, size_t size);       // parse_model_config
-int npy_entry(const uint8_t* data, size_t size);          // parse_npy (read_npy's parser)
-int tokenizer_load_entry(const uint8_t* data, size_t size);    // Tokenizer::load_from_json, then encode/decode
-int tokenizer_encode_entry(const uint8_t* data, size_t size);  // encode/decode/stream-decode round trips
-int output_parser_entry(const uint8_t* data, size_t size);     // whole vs streaming parse_completion
-int chat_render_entry(const uint8_t* data, size_t size);       // parse_chat_request_json + render_chat
-
-}  // namespace dsv4::fuzz
-
 namespace dsv4 {
 class Tokenizer;
-namespace fuzz {
-// DeepSeek's tokenizer cut to 4000 merges (data/tokenizer_small.json), loaded once per process.
-const Tokenizer& small_tokenizer();
-}  // namespace fuzz
 }  // namespace dsv4
 
 namespace dsv4::fuzz {
+
+int safetensors_entry(const uint8_t* data, size_t size);       // SafetensorsFile::parse on the bytes
+int index_entry(const uint8_t* data, size_t size);             // bytes as model.safetensors.index.json
+int config_entry(const uint8_t* data, size_t size);            // parse_model_config
+int npy_entry(const uint8_t* data, size_t size);               // parse_npy (read_npy's parser)
+int tokenizer_load_entry(const uint8_t* data, size_t size);    // Tokenizer::load_from_json, then encode/decode
+int tokenizer_encode_entry(const uint8_t* data, size_t size);  // encode/decode/stream-decode round trips
+int output_parser_entry(const uint8_t* data, size_t size);     // whole vs streaming parse_completion
+int chat_render_entry(const uint8_t* data, size_t size);       // parse_chat_request_json, render_chat, encode_chat
+
+// DeepSeek's tokenizer cut to 4000 merges (data/tokenizer_small.json), loaded once per process.
+const Tokenizer& small_tokenizer();
 
 }  // namespace dsv4::fuzz

@@ -145,8 +145,7 @@ TEST(ChatEncode, ForgedTurnTokensInRequestTextStayPlainText) {
   size_t suf = 0;
   while (suf < safe->size() && suf < naive.size() && (*safe)[safe->size() - 1 - suf] == naive[naive.size() - 1 - suf])
     ++suf;
-  const std::string suffix_text =
-      deepseek().decode(std::span<const int32_t>(safe->data() + safe->size() - suf, suf));
+  const std::string suffix_text = deepseek().decode(std::span<const int32_t>(safe->data() + safe->size() - suf, suf));
   const size_t last_forged_end = text->rfind(forged) + forged.size();
   EXPECT_LE(suffix_text.size(), text->size() - last_forged_end);
   EXPECT_GE(suffix_text.size() + 16, text->size() - last_forged_end) << "ids differ long after the forged text";

@@ -78,8 +78,8 @@ TEST(ChatRender, SpecExampleB_ThinkingDropsOldReasoning) {
 // The fixed tools preamble, taken from DeepSeek's own encoder output (official vector 1) rather than
 // restated here: from "## Tools" up to and including the "### Available Tool Schemas" heading.
 std::string official_tools_block_head() {
-  const std::string out = test::read_text_file(test::shared_dir() / "spec" / "official" / "encoding-tests" /
-                                               "test_output_1.txt");
+  const std::string out =
+      test::read_text_file(test::shared_dir() / "spec" / "official" / "encoding-tests" / "test_output_1.txt");
   const std::string end_marker = "### Available Tool Schemas\n\n";
   const size_t b = out.find("## Tools\n\n"), e = out.find(end_marker);
   if (b == std::string::npos || e == std::string::npos || e < b) {

@@ -1,7 +1,5 @@
 // unit: the BPE lookup structures (tokenizer/bpe_tables.h) against std::map / recomputation, and the
 // word cache's effect on encode: results are identical cold, warm and after the cache is dropped.
-#include "tokenizer/bpe_tables.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
@@ -9,6 +7,7 @@
 #include <string>
 
 #include "test_util.h"
+#include "tokenizer/bpe_tables.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {

@@ -16,7 +16,7 @@ namespace {
 
 TEST(KernelBenchCli, JsonReportAtTinySizes) {
   const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
-  const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 2 --probe-mb 8" +
+  const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 1 --probe-mb 8" +
                                    " --working-set-mb 8 --min-time 0.01 --contexts 64,4096 --prefill-tokens 6 --decode-prompt 3" +
                                    " --decode-steps 2 --model " + ckpt_dir.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -74,6 +74,9 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     EXPECT_GT(row["csa_us_per_token"].get<double>(), 0.0);
     EXPECT_GT(row["dense_us_per_token"].get<double>(), 0.0);
     EXPECT_GE(row["indexer_us"].get<double>(), 0.0);
+    // --threads 1: the calling thread's CPU time is reported too.
+    EXPECT_GT(row["csa_cpu_us_per_token"].get<double>(), 0.0);
+    EXPECT_GT(row["dense_cpu_us_per_token"].get<double>(), 0.0);
   }
   EXPECT_EQ(att["contexts"][0]["context"].get<int64_t>(), 64);
   EXPECT_EQ(att["contexts"][1]["context"].get<int64_t>(), 4096);

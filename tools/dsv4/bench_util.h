@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 
 namespace dsv4::cli::bench {
 
@@ -24,6 +25,14 @@ inline float uniform_pm1(uint64_t& s) {
 
 inline double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU time the calling thread has used: unlike wall time it does not count the time the thread waited
+// for a core, so on a shared machine it is the steadier figure for single-threaded work.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Runs `step(i)` (i = 0, 1, 2, ...) after one warm-up call until at least `min_time` seconds and

@@ -26,6 +26,32 @@ TEST(GoldenCheckpoint, OpensShardedCheckpointLazily) {
   EXPECT_EQ(ck->find("no.such.tensor"), nullptr);
 }
 
+// The loading progress hook: each tensor counts once, on its first lookup, so the reported bytes grow
+// monotonically to total_bytes() when every tensor has been reached (repeat lookups add nothing).
+TEST(GoldenCheckpoint, ProgressCountsEachTensorOnceUpToTheTotal) {
+  auto ck = Checkpoint::open(test::shared_dir() / "golden/tiny/checkpoint");
+  ASSERT_TRUE(ck.is_ok()) << ck.status().to_string();
+  const TensorInfo* before = ck->find("embed.weight");  // no hook yet: not counted
+  ASSERT_NE(before, nullptr);
+  std::vector<uint64_t> seen;
+  ck->set_progress([&](uint64_t done, uint64_t total) {
+    EXPECT_EQ(total, 13258740u);
+    seen.push_back(done);
+  });
+  ASSERT_NE(ck->find("layers.0.attn.wq_a.weight"), nullptr);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], ck->find("layers.0.attn.wq_a.weight")->data.size());
+  EXPECT_EQ(seen.size(), 1u) << "a repeated lookup is not progress";
+  EXPECT_EQ(ck->find("no.such.tensor"), nullptr);
+  for (const TensorInfo& t : ck->tensors()) ck->find(t.name);
+  ASSERT_EQ(seen.size(), ck->tensors().size());
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+  EXPECT_EQ(seen.back(), ck->total_bytes());
+  ck->set_progress({});
+  ck->find("embed.weight");
+  EXPECT_EQ(seen.size(), ck->tensors().size()) << "a cleared hook reports nothing";
+}
+
 TEST(GoldenCheckpoint, ConfigParses) {
   auto cfg = load_model_config(test::shared_dir() / "golden/tiny/checkpoint");
   ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();

@@ -37,7 +37,8 @@ constexpr const char* kUsage =
     "  --temperature   0 = greedy (default); > 0 samples from softmax(logits / T)\n"
     "  --seed          sampling seed (default 0)\n"
     "  --ignore-eos    keep going after the end-of-sequence token\n"
-    "  --timings       one line on stderr: load, prefill and decode seconds and tokens/s, peak RSS\n"
+    "  --timings       one line on stderr: load, prefill and decode seconds and tokens/s, peak and\n"
+    "                  anonymous RSS (the latter excludes the file-backed checkpoint mapping)\n"
     "  --dry-run       validate DIR's config (or a config.json) and print the memory plan; no weights read\n"
     "  --ctx-size N    context the plan is made for (default: the model's max_position_embeddings)\n";
 
@@ -176,11 +177,12 @@ Status run(const Args& a) {
   const auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
   std::fprintf(stderr,
                "timing: backend %s threads %d isa %s | load %.3f s | prefill %lld tok %.3f s %.2f tok/s | "
-               "decode %lld tok %.3f s %.2f tok/s | peak RSS %.1f MiB\n",
+               "decode %lld tok %.3f s %.2f tok/s | peak RSS %.1f MiB, anon RSS %.1f MiB\n",
                backend_name(mopt.backend), model->threads(),
                kernels::isa_name(mopt.backend == Backend::kCpu ? kernels::resolve_isa(mopt.isa) : kernels::Isa::kScalar),
                load_s, static_cast<long long>(n_prefill), prefill_s, rate(n_prefill, prefill_s),
-               static_cast<long long>(n_decode), decode_s, rate(n_decode, decode_s), peak_rss_bytes() / 1048576.0);
+               static_cast<long long>(n_decode), decode_s, rate(n_decode, decode_s), peak_rss_bytes() / 1048576.0,
+               anon_rss_bytes() / 1048576.0);
   return Status::ok();
 }
 

@@ -195,32 +195,41 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true));
   int64_t n_out = 0;
   const auto out_row = logit_rows(batch, &n_out);
+  // Layer-major like forward: the MTP block's attention per sequence, everything else over all rows.
+  const auto groups = rows_by_sequence(batch, states_by_seq.size());
+  std::vector<v4::BlockSegment> segs;
+  std::vector<size_t> seg_seq;
+  std::vector<int64_t> order;  // row r = batch row order[r]
+  for (size_t s = 0; s < groups.size(); ++s) {
+    if (groups[s].empty()) continue;
+    SequenceState& st = *states_by_seq[s];
+    segs.push_back({&st.mtp_layers[0], static_cast<int64_t>(order.size()), static_cast<int64_t>(groups[s].size()),
+                    st.n_mtp_tokens()});
+    seg_seq.push_back(s);
+    order.insert(order.end(), groups[s].begin(), groups[s].end());
+  }
+  std::lock_guard<std::mutex> lock(forward_mu_);
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
-  const auto groups = rows_by_sequence(batch, states_by_seq.size());
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  std::vector<float> all;
-  for (size_t s = 0; s < groups.size(); ++s) {
-    const auto& rows = groups[s];
-    if (rows.empty()) continue;
-    SequenceState& st = *states_by_seq[s];
-    const auto n = static_cast<int64_t>(rows.size());
-    std::vector<int32_t> next(rows.size());
-    std::vector<float> H(static_cast<size_t>(n * hc * d));
-    for (int64_t i = 0; i < n; ++i) {
-      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
-      next[static_cast<size_t>(i)] = batch[r].token;
-      std::copy_n(final_streams.data() + r * static_cast<size_t>(hc * d), hc * d, H.data() + i * hc * d);
-    }
-    all.assign(static_cast<size_t>(n * V), 0.0f);
-    v4::mtp_forward(ctx_, 0, *weights_, &st.mtp_layers[0], H.data(), next.data(), st.n_mtp_tokens(), n, all.data());
-    st.n_mtp_tokens_ += n;
-    for (int64_t i = 0; i < n; ++i) {
-      const auto r = static_cast<size_t>(rows[static_cast<size_t>(i)]);
-      if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-      if (logits && out_row[r] >= 0) std::copy_n(all.data() + i * V, V, logits->data() + out_row[r] * V);
-    }
+  const auto n = static_cast<int64_t>(order.size());
+  std::vector<int32_t> next(order.size());
+  std::vector<float> H(static_cast<size_t>(n * hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
+    next[static_cast<size_t>(i)] = batch[r].token;
+    std::copy_n(final_streams.data() + r * static_cast<size_t>(hc * d), hc * d, H.data() + i * hc * d);
   }
+  v4::mtp_forward(ctx_, 0, *weights_, segs, H.data(), next.data(), n, nullptr);
+  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[seg_seq[k]]->n_mtp_tokens_ += segs[k].n;
+  // The MTP head only on the rows that want logits.
+  std::vector<float> Hl(static_cast<size_t>(n_out * hc * d));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
+    if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
+    if (logits && out_row[r] >= 0) std::copy_n(H.data() + i * hc * d, hc * d, Hl.data() + out_row[r] * hc * d);
+  }
+  const MtpWeights& mw = weights_->mtp[0];
+  if (logits && n_out > 0) v4::head_logits(ctx_, mw.hc_head, mw.norm, weights_->head, Hl.data(), n_out, logits->data());
   return Status::ok();
 }
 

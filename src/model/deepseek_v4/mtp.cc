@@ -12,8 +12,8 @@
 
 namespace dsv4::v4 {
 
-void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, LayerState* st, float* H,
-                 const int32_t* next_tokens, int64_t start, int64_t n, float* logits) {
+void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, std::span<const BlockSegment> segs,
+                 float* H, const int32_t* next_tokens, int64_t n, float* logits) {
   const MtpWeights& w = mw.mtp[static_cast<size_t>(k)];
   const int64_t d = ctx.cfg.dim, hc = ctx.cfg.hc_mult;
   const float eps = static_cast<float>(ctx.cfg.norm_eps);
@@ -32,10 +32,8 @@ void mtp_forward(const ModelContext& ctx, int64_t k, const ModelWeights& mw, Lay
         float& v = hp[sz((i * hc + j) * d + c)];
         v = round_bf16(ep[sz(i * d + c)] + v);
       }
-  const BlockSegment seg{st, 0, n, start};
-  block_forward(ctx, ctx.cfg.n_layers + k, w.block, std::span<const BlockSegment>(&seg, 1), hp.data(), next_tokens, n,
-                nullptr);
-  head_logits(ctx, w.hc_head, w.norm, mw.head, hp.data(), n, logits);
+  block_forward(ctx, ctx.cfg.n_layers + k, w.block, segs, hp.data(), next_tokens, n, nullptr);
+  if (logits) head_logits(ctx, w.hc_head, w.norm, mw.head, hp.data(), n, logits);
   std::copy(hp.begin(), hp.end(), H);
 }
 

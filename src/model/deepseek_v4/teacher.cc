@@ -79,7 +79,9 @@ Result<TeacherResult> run_teacher_forced(const Model& model, const std::filesyst
     LayerState st;
     attention_state_init(ctx, w.mtp[0].block.attn, &st);
     res.mtp_logits.resize(sz((n - 1) * V));
-    mtp_forward(ctx, 0, w, &st, H_final.data(), tokens.data() + 1, 0, n - 1, res.mtp_logits.data());
+    const BlockSegment seg{&st, 0, n - 1, 0};
+    mtp_forward(ctx, 0, w, std::span<const BlockSegment>(&seg, 1), H_final.data(), tokens.data() + 1, n - 1,
+                res.mtp_logits.data());
   }
   return res;
 }

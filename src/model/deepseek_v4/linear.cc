@@ -18,11 +18,16 @@ float* scratch(std::vector<float>& buf, int64_t n) {
   return buf.data();
 }
 
-kernels::MatmulOptions options(const Execution& ex, const LinearWeight& w) {
+// Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more than it
+// saves (~tens of µs per dispatch, far more when the machine is oversubscribed and a worker is not
+// scheduled). The kernels give the same bits for any thread count, so this is a pure speed choice.
+constexpr int64_t kMinPoolMacs = int64_t{1} << 20;
+
+kernels::MatmulOptions options(const Execution& ex, const LinearWeight& w, int64_t n) {
   kernels::MatmulOptions o;
   o.round_bf16 = w.params.out_round == ref::OutRound::kBf16;
   o.isa = ex.isa;
-  o.pool = ex.pool;
+  o.pool = n * w.params.n_out * w.params.n_in >= kMinPoolMacs ? ex.pool : nullptr;
   return o;
 }
 
@@ -67,7 +72,7 @@ void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t 
     fake_quant_fp8(std::span<float>(xq, static_cast<size_t>(n * k)), 128);
     x = xq;
   }
-  const kernels::MatmulOptions opt = options(ex, w);
+  const kernels::MatmulOptions opt = options(ex, w, n);
   switch (w.format) {
     case WeightFormat::kFp8: kernels::fp8_gemm(w.fp8, x, n, y, opt); break;
     case WeightFormat::kFp4: kernels::fp4_gemm(w.fp4, x, n, y, opt); break;

@@ -89,7 +89,7 @@ Result<ServeBackend> load_model_backend(const BackendOptions& options) {
   auto tokenizer = std::make_shared<const Tokenizer>(std::move(tok).value());
 
   ProgressBar bar("dsv4 serve: loading " + dir.filename().string());
-  ModelOptions mo;
+  ModelOptions mo = options.model;
   if (options.progress_bar) mo.progress = [&bar](uint64_t done, uint64_t total) { bar.update(done, total); };
   auto runner = ModelModelRunner::load(dir, mo);
   if (!runner.is_ok()) return with_context(runner.status(), "cannot load the model: ");

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "dsv4/engine.h"
+#include "model/model.h"
 #include "server/chat_codec.h"
 #include "server/http_server.h"
 
@@ -25,6 +26,7 @@ struct BackendOptions {
   int64_t ctx_size = 0;          // 0: the model's max context; larger than it is an error
   std::string served_model_name; // the engine's model name
   bool progress_bar = true;      // loading progress on stderr
+  ModelOptions model;            // backend, threads, ISA (the progress hook is set here)
 };
 
 // The real engine (runtime ModelModelRunner + create_engine, greedy/sampled, no speculation) and the

@@ -55,6 +55,9 @@ TEST(ServeCli, ModelLoadErrorsAreClear) {
   expect_error("--model " + golden.string() + " --ctx-size 4096", "serve.ctx_size",
                "--ctx-size 4096 exceeds the model's maximum context of 1024");
   expect_error("--model " + (golden / "config.json").string(), "serve.model_dir", "not a directory");
+  // Model flags are checked before anything is loaded or generated.
+  expect_error("--model " + golden.string() + " --isa bogus", "cli.isa", "--isa must be");
+  expect_error("--model " + golden.string() + " --backend gpu", "cli.backend", "--backend must be cpu or reference");
 
   dsv4::test::TempDir tmp;
   std::filesystem::create_directories(tmp / "bad");

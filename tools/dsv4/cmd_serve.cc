@@ -6,6 +6,7 @@
 #include "args.h"
 #include "command.h"
 #include "default_model.h"
+#include "model_flags.h"
 #include "server/serve.h"
 #include "server/testing/fake_engine.h"
 #include "server/testing/simple_codec.h"
@@ -27,25 +28,29 @@ constexpr const char* kUsage = R"(usage: dsv4 serve [--model DIR] [options]
   --served-model-name NAME  the model id clients use (default: the model directory's name)
   --cors-origin ORIGIN      send CORS headers for ORIGIN (default: off)
   --drain-timeout-s S       on SIGTERM, how long running requests may finish (default 30)
+  --backend, --threads, --isa  how the model runs (below); --isa defaults to avx512 here: a request's
+                            tokens must not depend on what else is in its step (AMX breaks that)
   --fake-engine             TEST HOOK: serve a model-free fake engine (no --model); used by tests only
 )";
 
 int cmd_serve(int argc, char** argv) {
   // Before any thread exists: the engine's and the server's threads inherit the blocked mask.
   server::block_shutdown_signals();
-  auto parsed = Args::parse(argc, argv,
-                            {"--model", "--host", "--port", "--api-key", "--max-concurrency", "--max-queue",
-                             "--ctx-size", "--served-model-name", "--cors-origin", "--drain-timeout-s"},
-                            {"--fake-engine", "--help"});
+  std::vector<std::string> flags = {"--model", "--host", "--port", "--api-key", "--max-concurrency", "--max-queue",
+                                     "--ctx-size", "--served-model-name", "--cors-origin", "--drain-timeout-s"};
+  flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
+  auto parsed = Args::parse(argc, argv, flags, {"--fake-engine", "--help"});
   if (!parsed.is_ok()) {
-    std::fprintf(stderr, "%s", kUsage);
+    std::fprintf(stderr, "%s%s", kUsage, model_flags_usage());
     return report_error("serve", parsed.status());
   }
   const Args& args = *parsed;
   if (args.has("--help")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, model_flags_usage());
     return 0;
   }
+  auto model_options = parse_model_options(args, kBatchInvariantIsa);
+  if (!model_options.is_ok()) return report_error("serve", model_options.status());
   server::ServerOptions so;
   so.host = args.get_or("--host", "127.0.0.1");
   so.api_key = args.get_or("--api-key", "");
@@ -97,6 +102,7 @@ int cmd_serve(int argc, char** argv) {
     bo.max_queue = so.max_queue;
     bo.ctx_size = so.ctx_size;
     bo.served_model_name = so.served_model_name;
+    bo.model = *model_options;
     auto loaded = server::load_model_backend(bo);
     if (!loaded.is_ok()) return report_error("serve", loaded.status());
     backend = std::move(loaded).value();

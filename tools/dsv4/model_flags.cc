@@ -12,19 +12,21 @@ const char* model_flags_usage() {
   return "  --backend B   cpu (default: packed-weight kernels on the mapped checkpoint) or reference (the\n"
          "                fp32 scalar oracle; decodes every weight to fp32 at load)\n"
          "  --threads N   worker threads including the caller (default 0 = one per CPU)\n"
-         "  --isa I       cpu kernels' ISA: auto (default), amx, avx512, avx2, scalar; an unsupported one falls\n"
-         "                back to the best. Below amx, a row's logits do not depend on the rest of the batch\n";
+         "  --isa I       cpu kernels' ISA: auto, amx, avx512, avx2, scalar; an unsupported one falls back to the\n"
+         "                best. Below amx, a row's logits do not depend on the rest of the batch, so serve and\n"
+         "                generate-batch default to avx512 (the best below amx); the others to auto\n";
 }
 
-Result<ModelOptions> parse_model_options(const Args& a) {
+Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa) {
   ModelOptions o;
   const std::string backend = a.get_or("--backend", "cpu");
   if (!parse_backend(backend.c_str(), &o.backend))
     return invalid_argument("cli.backend", "--backend must be cpu or reference, got '" + backend + "'");
   DSV4_ASSIGN_OR_RETURN(int64_t threads, a.get_int("--threads", 0, 0, 1024));
   o.threads = static_cast<int>(threads);
-  const std::string isa = a.get_or("--isa", "auto");
-  if (!kernels::parse_isa(isa.c_str(), &o.isa))
+  o.isa = default_isa;
+  const std::string isa = a.get_or("--isa", "");
+  if (!isa.empty() && !kernels::parse_isa(isa.c_str(), &o.isa))
     return invalid_argument("cli.isa", "--isa must be auto, amx, avx512, avx2 or scalar, got '" + isa + "'");
   return o;
 }

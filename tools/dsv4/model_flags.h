@@ -15,7 +15,13 @@ namespace dsv4::cli {
 const std::vector<std::string>& model_flag_names();
 // Usage lines for them (each ends in '\n').
 const char* model_flags_usage();
-// Defaults: --backend cpu, --threads 0 (one per CPU), --isa auto.
-Result<ModelOptions> parse_model_options(const Args& a);
+// Defaults: --backend cpu, --threads 0 (one per CPU), --isa `default_isa`.
+// Commands that batch independent requests together (serve, generate-batch) pass kBatchInvariantIsa.
+Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa = kernels::Isa::kAuto);
+
+// The best ISA below AMX (an AVX2-only CPU falls back to AVX2). Why: with AMX, GEMMs of >= 16 rows sum on
+// bf16 tiles in another order than the row kernels, so a request's tokens would depend on how many other
+// requests share its step. Engines that batch requests default to this; --isa amx opts back in.
+inline constexpr kernels::Isa kBatchInvariantIsa = kernels::Isa::kAvx512;
 
 }  // namespace dsv4::cli

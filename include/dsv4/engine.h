@@ -84,7 +84,8 @@ struct EngineStats {
   std::vector<double> spec_acceptance_by_position;  // [k]: accepted / proposed at draft position i
   int64_t state_bytes_in_use = 0;                   // live sequences and cached prefixes, all state kinds
   int64_t state_bytes_budget = 0;
-  // The paged compressed-KV store as it really is (pages shared by prefix reuse count once).
+  // The paged compressed-KV stores (FP8 rows, FP4 indexer keys) as they really are (pages shared by
+  // prefix reuse count once).
   int64_t kv_pages_in_use = 0;
   int64_t kv_page_bytes_in_use = 0;
   int64_t kv_page_bytes_held = 0;  // allocated, in use or free for reuse

@@ -42,4 +42,23 @@ void decode_kv_row(const KvRowLayout& l, std::span<const uint8_t> entry, std::sp
   }
 }
 
+void encode_index_key(std::span<const float> key, std::span<uint8_t> entry) {
+  const auto d = static_cast<int64_t>(key.size());
+  DSV4_CHECK(d > 0 && d % kIndexKeyBlock == 0 && static_cast<int64_t>(entry.size()) == index_key_bytes(d),
+             "encode_index_key: bad sizes");
+  quantize_fp4(key, kIndexKeyBlock, entry.first(key.size() / 2), entry.subspan(key.size() / 2));
+}
+
+void decode_index_key(std::span<const uint8_t> entry, std::span<float> key) {
+  const auto d = static_cast<int64_t>(key.size());
+  DSV4_CHECK(d > 0 && d % kIndexKeyBlock == 0 && static_cast<int64_t>(entry.size()) == index_key_bytes(d),
+             "decode_index_key: bad sizes");
+  const uint8_t* scales = entry.data() + d / 2;
+  for (size_t i = 0; i < key.size(); i += 2) {
+    const float s = e8m0_to_float(scales[i / kIndexKeyBlock]);
+    key[i] = e2m1_unpack_lo(entry[i / 2]) * s;
+    key[i + 1] = e2m1_unpack_hi(entry[i / 2]) * s;
+  }
+}
+
 }  // namespace dsv4

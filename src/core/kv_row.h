@@ -27,6 +27,17 @@ struct KvRowLayout {
   bool valid() const { return dims > 0 && rope_dims >= 0 && rope_dims <= dims && nope_dims() % kKvQuantBlock == 0; }
 };
 
+// Indexer keys (spec §2.5 step 3, §4): Hadamard-rotated and FP4-simulated in blocks of 32 over all
+// dims, so they are stored as dims/2 packed E2M1 bytes (low nibble first) + dims/32 ue8m0 scales:
+// 64 + 4 = 68 bytes for the 128-dim keys. Lossless on the reference's FP4 grid like the FP8 rows.
+inline constexpr int64_t kIndexKeyBlock = 32;
+inline int64_t index_key_bytes(int64_t dims) {
+  return dims / 2 + dims / kIndexKeyBlock;
+}
+// key: [dims] floats (dims a multiple of 32) <-> entry: [index_key_bytes(dims)] bytes.
+void encode_index_key(std::span<const float> key, std::span<uint8_t> entry);
+void decode_index_key(std::span<const uint8_t> entry, std::span<float> key);
+
 // row: [dims] floats -> entry: [layout.bytes()] bytes (padding written as 0).
 void encode_kv_row(const KvRowLayout& layout, std::span<const float> row, std::span<uint8_t> entry);
 // entry: [layout.bytes()] bytes -> row: [dims] floats.

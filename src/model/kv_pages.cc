@@ -13,14 +13,22 @@ KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows,
     : layout_(layout),
       storage_(storage),
       page_rows_(page_rows),
-      row_bytes_(storage == KvStorage::kFp8 ? layout.bytes() : layout.dims * 4),
+      row_bytes_(storage == KvStorage::kFp8   ? layout.bytes()
+                 : storage == KvStorage::kFp4 ? index_key_bytes(layout.dims)
+                                              : layout.dims * 4),
       max_pages_(max_bytes > 0 ? std::max<int64_t>(1, max_bytes / (row_bytes_ * page_rows)) : 0) {
-  DSV4_CHECK(layout.valid() && page_rows > 0, "KvPagePool: bad row layout or page size");
+  DSV4_CHECK(page_rows > 0 &&
+                 (storage == KvStorage::kFp4 ? layout.dims > 0 && layout.dims % kIndexKeyBlock == 0 : layout.valid()),
+             "KvPagePool: bad row layout or page size");
 }
 
 void KvPagePool::encode(const float* row, uint8_t* dst) const {
   if (storage_ == KvStorage::kF32) {
     std::memcpy(dst, row, static_cast<size_t>(row_bytes_));
+    return;
+  }
+  if (storage_ == KvStorage::kFp4) {
+    encode_index_key({row, static_cast<size_t>(layout_.dims)}, {dst, static_cast<size_t>(row_bytes_)});
     return;
   }
   encode_kv_row(layout_, {row, static_cast<size_t>(layout_.dims)}, {dst, static_cast<size_t>(row_bytes_)});
@@ -29,6 +37,10 @@ void KvPagePool::encode(const float* row, uint8_t* dst) const {
 void KvPagePool::decode(const uint8_t* src, float* row) const {
   if (storage_ == KvStorage::kF32) {
     std::memcpy(row, src, static_cast<size_t>(row_bytes_));
+    return;
+  }
+  if (storage_ == KvStorage::kFp4) {
+    decode_index_key({src, static_cast<size_t>(row_bytes_)}, {row, static_cast<size_t>(layout_.dims)});
     return;
   }
   decode_kv_row(layout_, {src, static_cast<size_t>(row_bytes_)}, {row, static_cast<size_t>(layout_.dims)});

@@ -22,6 +22,7 @@ namespace dsv4 {
 
 enum class KvStorage {
   kFp8,  // core/kv_row.h layout: 584 bytes per official 512-dim row
+  kFp4,  // indexer keys, core/kv_row.h: 68 bytes per 128-dim key (layout.rope_dims unused)
   kF32,  // dims × 4 bytes, stored verbatim (the reference's own precision; for tests and comparison)
 };
 

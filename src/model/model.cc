@@ -57,14 +57,18 @@ int64_t Model::max_context() const {
 }
 
 Status Model::configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows) {
-  if (kv_pool_ && kv_pool_->stats().pages_in_use > 0)
+  if ((kv_pool_ && kv_pool_->stats().pages_in_use > 0) || (index_pool_ && index_pool_->stats().pages_in_use > 0))
     return invalid_argument("model.kv_pages_in_use", "the KV page pool can only change while no sequence holds pages");
-  if (page_rows < 1 || max_bytes < 0)
-    return invalid_argument("model.kv_pages_config", "page_rows must be >= 1 and max_bytes >= 0");
+  if (page_rows < 1 || max_bytes < 0 || storage == KvStorage::kFp4)
+    return invalid_argument("model.kv_pages_config", "storage kFp8 or kF32, page_rows >= 1 and max_bytes >= 0");
+  if (ctx_.cfg.index_head_dim % kIndexKeyBlock != 0)
+    return invalid_argument("model.index_key_layout", "index_head_dim must be a multiple of 32");
   const KvRowLayout layout{ctx_.cfg.head_dim, ctx_.cfg.rope_head_dim};
   if (!layout.valid())
     return invalid_argument("model.kv_row_layout", "head_dim - rope_head_dim must be a positive multiple of 64");
   kv_pool_ = std::make_shared<KvPagePool>(layout, storage, page_rows, max_bytes);
+  index_pool_ = std::make_shared<KvPagePool>(KvRowLayout{ctx_.cfg.index_head_dim, 0},
+                                             storage == KvStorage::kF32 ? KvStorage::kF32 : KvStorage::kFp4, page_rows);
   return Status::ok();
 }
 
@@ -73,11 +77,13 @@ std::unique_ptr<SequenceState> Model::new_sequence() const {
   st->layers.resize(weights_->layers.size());
   for (size_t il = 0; il < st->layers.size(); ++il) {
     st->layers[il].compressor.rows = KvPageTable(kv_pool_);
+    st->layers[il].index_keys.rows = KvPageTable(index_pool_);
     v4::attention_state_init(ctx_, weights_->layers[il].attn, &st->layers[il]);
   }
   st->mtp_layers.resize(weights_->mtp.size());
   for (size_t k = 0; k < st->mtp_layers.size(); ++k) {
     st->mtp_layers[k].compressor.rows = KvPageTable(kv_pool_);
+    st->mtp_layers[k].index_keys.rows = KvPageTable(index_pool_);
     v4::attention_state_init(ctx_, weights_->mtp[k].block.attn, &st->mtp_layers[k]);
   }
   return st;

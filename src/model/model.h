@@ -68,11 +68,14 @@ class Model {
   // Longest sequence the model accepts (max_position_embeddings).
   int64_t max_context() const;
 
-  // Sequences hold their compressed KV rows in pages of this pool (FP8 by default, unlimited).
+  // Sequences hold their compressed KV rows in pages of kv_pages() (FP8 by default) and their indexer
+  // keys in pages of index_pages() (packed FP4 by default).
   std::unique_ptr<SequenceState> new_sequence() const;
   const KvPagePool& kv_pages() const { return *kv_pool_; }
-  // Replaces the KV page pool: storage format, byte budget (0 = unlimited; a forward that would need
-  // more pages fails with kResourceExhausted before touching any state) and rows per page.
+  const KvPagePool& index_pages() const { return *index_pool_; }
+  // Replaces the page pools: kFp8 (main rows FP8, indexer keys FP4) or kF32 (both verbatim fp32); byte
+  // budget of the main rows' pool (0 = unlimited; a forward that would need more pages fails with
+  // kResourceExhausted before touching any state; the indexer keys' pool is not budgeted); rows per page.
   // kInvalidArgument while any sequence still holds pages.
   Status configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows = kKvPageRows);
 
@@ -101,6 +104,7 @@ class Model {
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
   std::shared_ptr<KvPagePool> kv_pool_;
+  std::shared_ptr<KvPagePool> index_pool_;
   mutable std::mutex forward_mu_;
 };
 

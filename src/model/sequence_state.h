@@ -15,10 +15,10 @@ namespace dsv4 {
 struct CompressorState {
   std::vector<float> kv, score;            // [ratio, coff·dc]
   std::vector<float> prev_kv, prev_score;  // [ratio, coff·dc]; overlap only (score −inf before block 0)
-  // Finished entries (normed, RoPE'd, quant-simulated), n_entries of them. The main compressor's live in
-  // `rows` when it is bound to a page pool (FP8 pages shared through the model's KvPagePool; every state
-  // Model::new_sequence makes); otherwise, and for the indexer's keys (for now), fp32 in `entries`
-  // [n_entries, dc].
+  // Finished entries (normed, RoPE'd, quant-simulated), n_entries of them: in `rows` when it is bound to
+  // a page pool (every state Model::new_sequence makes: main rows as FP8, indexer keys as packed FP4,
+  // pages shared through the model's pools); otherwise (states built outside a Model) fp32 in
+  // `entries` [n_entries, dc].
   KvPageTable rows;
   std::vector<float> entries;
   int64_t n_entries = 0;

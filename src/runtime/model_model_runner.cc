@@ -62,7 +62,9 @@ StateFootprint model_state_footprint(const ModelConfig& c, int32_t kv_page_rows)
     f.kv_page_slack_per_seq += row_bytes * kv_page_rows;
     f.compressor_partial_per_seq += prev * 2 * r * coff * c.head_dim * 4;
     if (r == 4) {  // CSA: the indexer's keys and its own overlap compressor
-      f.compressed_indexer_per_token += c.index_head_dim * 4 / 4;
+      const int64_t key_bytes = index_key_bytes(c.index_head_dim);
+      f.compressed_indexer_per_token += (key_bytes + 3) / 4;
+      f.kv_page_slack_per_seq += key_bytes * kv_page_rows;
       f.compressor_partial_per_seq += 2 * 2 * 4 * 2 * c.index_head_dim * 4;
     }
   }
@@ -83,8 +85,8 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
 }
 
 RunnerMemory ModelModelRunner::memory() const {
-  const KvPoolStats s = model_->kv_pages().stats();
-  return {s.page_bytes, s.pages_in_use, s.pages_created};
+  const KvPoolStats s = model_->kv_pages().stats(), k = model_->index_pages().stats();
+  return {s.page_bytes, s.pages_in_use, s.pages_created, k.page_bytes, k.pages_in_use, k.pages_created};
 }
 
 Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir,

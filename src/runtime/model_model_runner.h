@@ -16,8 +16,8 @@
 namespace dsv4 {
 
 // Bytes of state this model holds per sequence and per token, by kind: compressed main rows in the
-// FP8 page layout (core/kv_row.h, rounded up per layer), plus one page of slack per compressed layer;
-// window rings, compressor partial blocks and indexer keys fp32 as the model keeps them. Exposed for
+// FP8 page layout and indexer keys packed FP4 (core/kv_row.h, rounded up per layer), plus one page of
+// slack per page table; window rings and compressor partial blocks fp32 as the model keeps them. Exposed for
 // the pool plan and for tests.
 StateFootprint model_state_footprint(const ModelConfig& cfg, int32_t kv_page_rows = kKvPageRows);
 

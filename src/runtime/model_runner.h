@@ -31,9 +31,9 @@ struct RunnerToken {
 struct StateFootprint {
   int64_t window_ring_per_seq = 0;          // SWA rings [window, head_dim] per layer
   int64_t compressed_main_per_token = 0;    // CSA/HCA compressed rows (FP8, 584 B at 512 dims) / ratio
-  int64_t compressed_indexer_per_token = 0; // CSA indexer keys (128 FP4 dims + scales) / 4
+  int64_t compressed_indexer_per_token = 0; // CSA indexer keys (packed FP4 + ue8m0, 68 B at 128 dims) / 4
   int64_t compressor_partial_per_seq = 0;   // compressor kv/score f32 partial blocks (main + indexer)
-  int64_t kv_page_slack_per_seq = 0;        // paged rows: at most one partly filled page per compressed layer
+  int64_t kv_page_slack_per_seq = 0;        // paged rows/keys: at most one partly filled page per table
   int64_t per_token() const { return compressed_main_per_token + compressed_indexer_per_token; }
   int64_t per_seq() const { return window_ring_per_seq + compressor_partial_per_seq + kv_page_slack_per_seq; }
 };
@@ -41,11 +41,16 @@ struct StateFootprint {
 // What the runner's paged KV row store really holds right now (all sequences, cached prefixes included).
 // A runner without a page store reports zeros.
 struct RunnerMemory {
+  // Compressed main rows (FP8).
   int64_t kv_page_bytes = 0;    // bytes of one page
   int64_t kv_pages_in_use = 0;  // pages some sequence holds (a shared page counts once)
   int64_t kv_pages_held = 0;    // pages whose memory is allocated (in use + free for reuse)
-  int64_t kv_bytes_in_use() const { return kv_pages_in_use * kv_page_bytes; }
-  int64_t kv_bytes_held() const { return kv_pages_held * kv_page_bytes; }
+  // Indexer keys (packed FP4).
+  int64_t index_page_bytes = 0;
+  int64_t index_pages_in_use = 0;
+  int64_t index_pages_held = 0;
+  int64_t bytes_in_use() const { return kv_pages_in_use * kv_page_bytes + index_pages_in_use * index_page_bytes; }
+  int64_t bytes_held() const { return kv_pages_held * kv_page_bytes + index_pages_held * index_page_bytes; }
 };
 
 struct RunnerInfo {

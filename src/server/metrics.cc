@@ -119,7 +119,7 @@ std::string Metrics::render(const EngineStats& engine, int64_t server_inflight, 
          "# TYPE dsv4_state_bytes gauge\n";
   out += "dsv4_state_bytes{state=\"in_use\"} " + std::to_string(engine.state_bytes_in_use) + "\n";
   out += "dsv4_state_bytes{state=\"budget\"} " + std::to_string(engine.state_bytes_budget) + "\n";
-  out += "# HELP dsv4_kv_page_bytes Paged compressed-KV store (FP8 rows): bytes in use and allocated.\n"
+  out += "# HELP dsv4_kv_page_bytes Paged compressed-KV stores (FP8 rows, FP4 indexer keys): bytes in use and allocated.\n"
          "# TYPE dsv4_kv_page_bytes gauge\n";
   out += "dsv4_kv_page_bytes{state=\"in_use\"} " + std::to_string(engine.kv_page_bytes_in_use) + "\n";
   out += "dsv4_kv_page_bytes{state=\"held\"} " + std::to_string(engine.kv_page_bytes_held) + "\n";

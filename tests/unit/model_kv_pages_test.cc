@@ -1,12 +1,13 @@
-// unit: the paged FP8 store of compressed KV rows (model/kv_pages.h). Pool and page-table mechanics
-// (copy-on-write sharing, truncation, budget) against hand-counted pages; the FP8 store is lossless on
-// the rows the real compressor produces (golden tiny checkpoint: every stored row and every logit is
-// bit-identical to an fp32 store); a budgeted pool refuses a forward before touching any state.
+// unit: the paged FP8 store of compressed KV rows and FP4 store of indexer keys (model/kv_pages.h). Pool and page-table
+// mechanics (copy-on-write sharing, truncation, budget) against hand-counted pages; the FP8 store is lossless on the
+// rows the real compressor produces (golden tiny checkpoint: every stored row and every logit is bit-identical to an
+// fp32 store, indexer keys too); a budgeted pool refuses a forward before touching any state.
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "core/formats.h"
+#include "core/kv_row.h"
 #include "core/quant.h"
 #include "model/kv_pages.h"
 #include "model/model.h"
@@ -30,6 +31,32 @@ std::vector<float> read(const KvPageTable& t, int64_t i) {
   std::vector<float> out(128);
   t.read(i, out.data());
   return out;
+}
+
+TEST(ModelKvPages, Fp4IndexKeysAreLosslessOnTheFp4Grid) {
+  std::mt19937 rng(4);
+  std::vector<uint8_t> e(static_cast<size_t>(index_key_bytes(128)));
+  EXPECT_EQ(e.size(), 68u);
+  std::vector<float> key(128), back(128);
+  for (float magnitude : {1e-30f, 1e-3f, 1.0f, 50.0f}) {
+    std::normal_distribution<float> n(0.0f, magnitude);
+    for (int rep = 0; rep < 50; ++rep) {
+      for (float& x : key) x = n(rng);
+      if (rep == 0) std::fill(key.begin() + 32, key.begin() + 64, 0.0f);  // an all-zero block
+      fake_quant_fp4(key, 32);
+      encode_index_key(key, e);
+      decode_index_key(e, back);
+      ASSERT_EQ(key, back) << "magnitude " << magnitude;
+    }
+  }
+  // Negative control: keys off the FP4 grid lose bits.
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (float& x : key) x = n(rng);
+  encode_index_key(key, e);
+  decode_index_key(e, back);
+  int differing = 0;
+  for (size_t i = 0; i < key.size(); ++i) differing += key[i] != back[i];
+  EXPECT_GT(differing, 100);
 }
 
 TEST(ModelKvPages, CopiesSharePagesAndWritesCopyOnWrite) {
@@ -120,15 +147,24 @@ TEST(ModelKvPages, Fp8StoreIsLosslessOnTheRealCompressorRows) {
   std::vector<float> l8, l32;
   ASSERT_TRUE(fp8->forward(batch, p8, &l8).is_ok());
   ASSERT_TRUE(f32->forward(batch, p32, &l32).is_ok());
-  int64_t compared = 0;
+  int64_t compared = 0, compared_keys = 0;
   for (size_t il = 0; il < s8->layers.size(); ++il) {
     const KvPageTable& a = s8->layers[il].compressor.rows;
     const KvPageTable& b = s32->layers[il].compressor.rows;
     ASSERT_EQ(a.size(), b.size()) << "layer " << il;
     for (int64_t t = 0; t < a.size(); ++t, ++compared)
       ASSERT_EQ(read(a, t), read(b, t)) << "layer " << il << " row " << t;
+    // Indexer keys: packed FP4 vs fp32.
+    const KvPageTable& ka = s8->layers[il].index_keys.rows;
+    const KvPageTable& kb = s32->layers[il].index_keys.rows;
+    ASSERT_EQ(ka.size(), kb.size()) << "layer " << il;
+    for (int64_t t = 0; t < ka.size(); ++t, ++compared_keys)
+      ASSERT_EQ(read(ka, t), read(kb, t)) << "layer " << il << " key " << t;
   }
   EXPECT_EQ(compared, 2 * 17 + 8);
+  EXPECT_EQ(compared_keys, 2 * 17);
+  EXPECT_EQ(fp8->index_pages().row_bytes(), 68);
+  EXPECT_EQ(f32->index_pages().row_bytes(), 512);
   EXPECT_EQ(l8, l32);  // attention over decoded FP8 rows == over fp32 rows, bit for bit
   EXPECT_EQ(fp8->kv_pages().row_bytes(), 200);
   EXPECT_EQ(f32->kv_pages().row_bytes(), 512);

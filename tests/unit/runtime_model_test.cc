@@ -59,6 +59,7 @@ std::vector<std::vector<int32_t>> run(ModelRunner& runner, const EngineCoreOptio
   core.clear_prefix_cache();
   EXPECT_EQ(core.pool().free_count(), core.pool().total());
   EXPECT_EQ(runner.memory().kv_pages_in_use, 0);  // every FP8 KV page back in the model's pool
+  EXPECT_EQ(runner.memory().index_pages_in_use, 0);
   return out;
 }
 
@@ -89,12 +90,12 @@ TEST(RuntimeModel, FootprintMatchesTheStateTheModelAllocates) {
   EXPECT_EQ(f.window_ring_per_seq, window);
   EXPECT_EQ(f.compressor_partial_per_seq, partial);
   // Per token: compressed rows in FP8 (128 dims: 64 E4M3 + 64 BF16 + 1 scale + 7 pad = 200 bytes),
-  // r=4 layers L1,L3 a quarter row each, r=128 L2 and r=8 L4 rounded up; indexer keys (L1, L3)
-  // index_head_dim/4 fp32 floats.
-  const ModelConfig& c = runner.model().config();
+  // r=4 layers L1,L3 a quarter row each, r=128 L2 and r=8 L4 rounded up; indexer keys (L1, L3) packed
+  // FP4 (128 dims: 64 + 4 scales = 68 bytes) a quarter key each, rounded up.
   EXPECT_EQ(f.compressed_main_per_token, 2 * 50 + 2 + 25);
-  EXPECT_EQ(f.compressed_indexer_per_token, 2 * c.index_head_dim / 4 * 4);
-  EXPECT_EQ(f.kv_page_slack_per_seq, 4 * runner.model().kv_pages().page_bytes());
+  EXPECT_EQ(f.compressed_indexer_per_token, 2 * 17);
+  EXPECT_EQ(runner.model().index_pages().row_bytes(), 68);
+  EXPECT_EQ(f.kv_page_slack_per_seq, 4 * runner.model().kv_pages().page_bytes() + 2 * runner.model().index_pages().page_bytes());
   // The plan bounds what the page store really holds for a sequence: every row, at most one partial
   // page per compressed layer on top.
   auto seq = runner.create_sequence();
@@ -104,10 +105,10 @@ TEST(RuntimeModel, FootprintMatchesTheStateTheModelAllocates) {
     for (int32_t i = runner.length(*seq); i < n; ++i) batch.push_back({*seq, i, 2 + i, false});
     std::vector<float> logits;
     ASSERT_TRUE(runner.forward(batch, &logits).is_ok());
-    const int64_t rows = 2 * (n / 4) + n / 128 + n / 8;
+    const int64_t rows = 2 * (n / 4) + n / 128 + n / 8, keys = 2 * (n / 4);
     const RunnerMemory mem = runner.memory();
-    EXPECT_GE(mem.kv_bytes_in_use(), rows * 200) << n;
-    EXPECT_LE(mem.kv_bytes_in_use(), f.compressed_main_per_token * n + f.kv_page_slack_per_seq) << n;
+    EXPECT_GE(mem.bytes_in_use(), rows * 200 + keys * 68) << n;
+    EXPECT_LE(mem.bytes_in_use(), f.per_token() * n + f.kv_page_slack_per_seq) << n;
   }
   runner.free_sequence(*seq);
   EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
@@ -181,11 +182,14 @@ TEST(RuntimeModel, PrefixCopiesShareKvPagesAndCopyOnWriteIsExact) {
   const SeqSlot a = *runner.create_sequence();
   feed(runner, a, donor);
   EXPECT_EQ(runner.memory().kv_pages_in_use, 3);
+  EXPECT_EQ(runner.memory().index_pages_in_use, 2);  // indexer keys of L1, L3
   const SeqSlot b = *runner.create_sequence();
   ASSERT_TRUE(runner.copy_prefix(b, a, 30).is_ok());
   EXPECT_EQ(runner.memory().kv_pages_in_use, 3);  // shared, not copied
+  EXPECT_EQ(runner.memory().index_pages_in_use, 2);
   const std::vector<float> warm = feed(runner, b, longer);  // rows into the shared pages: copy-on-write
   EXPECT_EQ(runner.memory().kv_pages_in_use, 6);
+  EXPECT_EQ(runner.memory().index_pages_in_use, 4);
   const SeqSlot cold = *runner.create_sequence();
   EXPECT_EQ(feed(runner, cold, longer), warm);
   // The donor's rows were not touched by b's writes: it continues exactly like a fresh run.
@@ -197,6 +201,7 @@ TEST(RuntimeModel, PrefixCopiesShareKvPagesAndCopyOnWriteIsExact) {
   EXPECT_EQ(feed(runner, fresh, other), donor_next);
   for (SeqSlot s : {a, b, cold, fresh}) runner.free_sequence(s);
   EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
+  EXPECT_EQ(runner.memory().index_pages_in_use, 0);
   EXPECT_GE(runner.memory().kv_pages_held, 6);  // memory kept for reuse, not leaked: nothing in use
 }
 
@@ -230,13 +235,16 @@ TEST(RuntimeModel, PreemptionAndCancellationReturnEveryKvPage) {
   core.clear_prefix_cache();
   EXPECT_EQ(core.pool().free_count(), core.pool().total());
   EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
+  EXPECT_EQ(runner.memory().index_pages_in_use, 0);
 
   // Negative control: a sequence nobody frees keeps its pages, and the check above would see them.
   const SeqSlot leak = *runner.create_sequence();
   feed(runner, leak, prompt_of(8, 1));
   EXPECT_EQ(runner.memory().kv_pages_in_use, 3);  // r=4 layers L1, L3 and the r=8 layer L4: a page each
+  EXPECT_EQ(runner.memory().index_pages_in_use, 2);
   runner.free_sequence(leak);
   EXPECT_EQ(runner.memory().kv_pages_in_use, 0);
+  EXPECT_EQ(runner.memory().index_pages_in_use, 0);
 }
 
 }  // namespace

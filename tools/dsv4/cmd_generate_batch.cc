@@ -107,12 +107,12 @@ Status run(const Args& a) {
     if (!st.is_ok()) return Status(st.code(), st.rule(), "request " + std::to_string(i + 1) + ": " + st.message());
   }
   int32_t peak_used = 0;
-  int64_t peak_pages = 0;
+  int64_t peak_page_bytes = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (core.has_work()) {
     DSV4_RETURN_IF_ERROR(core.step());
     peak_used = std::max(peak_used, core.pool().total() - core.pool().free_count());
-    peak_pages = std::max(peak_pages, runner->memory().kv_pages_in_use);
+    peak_page_bytes = std::max(peak_page_bytes, runner->memory().bytes_in_use());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -150,9 +150,9 @@ Status run(const Args& a) {
               static_cast<long long>(p.footprint.compressed_main_per_token),
               static_cast<long long>(p.footprint.compressed_indexer_per_token));
   const RunnerMemory mem = runner->memory();
-  std::printf("KV pages (FP8 compressed rows, %lld B each): peak %lld in use (%lld B), %lld held at the end\n",
-              static_cast<long long>(mem.kv_page_bytes), static_cast<long long>(peak_pages),
-              static_cast<long long>(peak_pages * mem.kv_page_bytes), static_cast<long long>(mem.kv_pages_held));
+  std::printf("KV pages (FP8 rows %lld B/page, FP4 indexer keys %lld B/page): peak %lld B in use, %lld B held at the end\n",
+              static_cast<long long>(mem.kv_page_bytes), static_cast<long long>(mem.index_page_bytes),
+              static_cast<long long>(peak_page_bytes), static_cast<long long>(mem.bytes_held()));
   if (s.prefix_hits > 0)
     std::printf("prefix cache: %lld hits, %lld tokens reused\n", static_cast<long long>(s.prefix_hits),
                 static_cast<long long>(s.prefix_hit_tokens));

@@ -62,7 +62,7 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
     ref::hadamard_rotate(out.data(), dc);
     fake_quant_fp4(std::span<float>(out), 32);
   }
-  if (kind == CompressorKind::kMain && st->rows.bound()) {
+  if (st->rows.bound()) {
     st->rows.append(out);
   } else {
     st->entries.insert(st->entries.end(), out.begin(), out.end());

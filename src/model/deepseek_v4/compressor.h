@@ -19,7 +19,7 @@ enum class CompressorKind {
 void compressor_init(const CompressorWeights& w, CompressorState* st);
 
 // Feeds x[n, dim] (bf16 values) at positions start..start+n−1; appends completed entries to st->rows
-// (main, when bound to a page pool) or else st->entries.
+// when it is bound to a page pool, else to st->entries.
 void compressor_feed(const Execution& ex, const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
                      const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
                      int64_t n);

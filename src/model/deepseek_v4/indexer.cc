@@ -41,6 +41,17 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   compressor_feed(ctx.exec, w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
                   x, start, n);
 
+  // The keys live as packed FP4 pages; the scorer reads them decoded (losslessly) into one contiguous
+  // scratch [n_entries, hd], filled once per call.
+  std::vector<float> key_scratch;
+  const float* keys = st->index_keys.entries.data();
+  if (st->index_keys.rows.bound()) {
+    const KvPageTable& stored = st->index_keys.rows;
+    key_scratch.resize(static_cast<size_t>(stored.size() * hd));
+    for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, key_scratch.data() + t * hd);
+    keys = key_scratch.data();
+  }
+
   selected->assign(static_cast<size_t>(n), {});
   if (all_scores) all_scores->assign(static_cast<size_t>(n), {});
   std::vector<float> scores;
@@ -56,11 +67,11 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     auto& sel = (*selected)[static_cast<size_t>(i)];
     sel.resize(static_cast<size_t>(k));
     if (fast) {
-      kernels::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
+      kernels::indexer_scores(q.data() + i * nh * hd, nh, hd, keys, visible,
                               wts.data() + i * nh, scores.data(), kopt);
       kernels::topk_desc(scores.data(), visible, k, sel.data(), topk_scratch);
     } else {
-      ref::indexer_scores(q.data() + i * nh * hd, nh, hd, st->index_keys.entries.data(), visible,
+      ref::indexer_scores(q.data() + i * nh * hd, nh, hd, keys, visible,
                           wts.data() + i * nh, scores.data());
       ref::topk_desc(scores.data(), visible, k, sel.data());
     }

@@ -7,6 +7,7 @@
 
 #include "core/formats.h"
 #include "core/quant.h"
+#include "core/thread_pool.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/linear.h"
@@ -24,102 +25,131 @@ void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, La
   if (w.has_indexer) compressor_init(w.indexer.compressor, &st->index_keys);
 }
 
-void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, LayerState* st, const float* x,
-                       int64_t start, int64_t n, float* out, IndexerSelection* selection) {
+void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, std::span<const BlockSegment> segs,
+                       const float* x, int64_t n_rows, float* out, IndexerSelection* selection) {
   const ModelConfig& c = ctx.cfg;
   const int64_t H = c.n_heads, D = c.head_dim, rd = c.rope_head_dim, win = c.window_size;
   const auto& freqs = ctx.rope_for_layer(il);
   const float eps = static_cast<float>(c.norm_eps);
+  const int64_t n = n_rows;
 
+  // Every linear below runs once over all rows of the batch: rows are independent in every linear kernel
+  // (activation quantization is per row), so this is bit-identical to projecting each sequence alone.
   // 1. Query latent qr = RMSNorm_q(wq_a·x): [n, q_lora_rank] (the indexer reuses it).
   std::vector<float> qr(static_cast<size_t>(n * c.q_lora_rank));
   linear(ctx.exec, w.wq_a, x, n, qr.data());
   ref::rms_norm(qr.data(), n, c.q_lora_rank, w.q_norm.data(), eps, qr.data());
-  // 2. Query heads [n, H, D]: per-head RMS in bf16 steps, RoPE on the last rd dims.
+  // 2. Query heads [n, H, D]: per-head RMS in bf16 steps (RoPE per sequence below).
   std::vector<float> q(static_cast<size_t>(n * H * D));
   linear(ctx.exec, w.wq_b, qr.data(), n, q.data());
   ref::head_rms_norm_bf16(q.data(), n * H, D, eps);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t h = 0; h < H; ++h) ref::apply_rope(q.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
-  // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x), RoPE tail, FP8 simulation of the nope dims (64-blocks).
+  // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x) (RoPE tail and FP8 simulation per sequence below).
   std::vector<float> kv(static_cast<size_t>(n * D));
   linear(ctx.exec, w.wkv, x, n, kv.data());
   ref::rms_norm(kv.data(), n, D, w.kv_norm.data(), eps, kv.data());
-  for (int64_t i = 0; i < n; ++i) {
-    float* row = kv.data() + i * D;
-    ref::apply_rope(row + D - rd, rd, freqs.data(), start + i, false);
-    fake_quant_fp8(std::span<float>(row, static_cast<size_t>(D - rd)), 64);
-  }
+  // The compressor's and the indexer's projections.
+  IndexerProjection iproj;
+  if (w.has_indexer) indexer_project(ctx, w.indexer, x, qr.data(), n, &iproj);
+  CompressorProjection cproj;
+  if (w.has_compressor) compressor_project(ctx.exec, w.compressor, x, n, &cproj);
 
-  // 4. Compressed entries: CSA selects with the indexer, HCA sees every visible entry.
   const int64_t ratio = c.compress_ratio(il);
-  std::vector<std::vector<int32_t>> selected;
-  if (w.has_indexer) indexer_select(ctx, il, w.indexer, st, x, qr.data(), start, n, &selected, selection ? &selection->scores : nullptr);
-  if (w.has_compressor)
-    compressor_feed(ctx.exec, w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, x, start, n);
-  if (selection) {
-    selection->width = w.has_indexer ? std::min<int64_t>(c.index_topk, (start + n) / ratio) : 0;
-    selection->ids.assign(static_cast<size_t>(n * selection->width), -1);
-    for (int64_t i = 0; w.has_indexer && i < n; ++i)
-      std::copy(selected[static_cast<size_t>(i)].begin(), selected[static_cast<size_t>(i)].end(),
-                selection->ids.begin() + i * selection->width);
-  }
-
-  // 5. Per query: the index list [window (chronological, −1 padded to window_size) ‖ compressed], as the
-  // reference decode lays it out; its order fixes the 64-block partition of the online softmax (golden
-  // README item 12). The reference prefill pads the window only to min(S, window_size); the two agree
-  // whenever S ≥ window_size (every golden prefill), and using the decode layout everywhere makes one-shot
-  // prefill, chunks and decode bit-identical for every window size.
   const int64_t win_cols = win;
   ref::SparseAttentionParams ap{H, D, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
   // cpu backend: the vectorised kernel (kernels/cpu/sparse_attention.h: bit-identical with the scalar ISA,
   // within its documented bound otherwise), heads split over the model's pool.
   const bool fast = ctx.exec.backend == Backend::kCpu;
-  kernels::SparseAttentionScratch scratch;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
-  std::vector<const float*> rows;
-  std::vector<float> o(static_cast<size_t>(n * H * D));
-  // Compressed rows are stored as FP8 pages; the ones a query reads are decoded (losslessly) into
-  // scratch: HCA's every row once per call, CSA's selected rows per query.
-  const CompressorState& stored = st->compressor;
-  std::vector<float> comp;
-  std::vector<const float*> comp_rows;
-  if (w.has_compressor && !w.has_indexer) {
-    comp.resize(static_cast<size_t>(stored.n_entries * D));
-    for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows.push_back(stored.entry(t, comp.data() + t * D));
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t pos = start + i;
-    rows.clear();
-    const int64_t first = std::max<int64_t>(0, pos - win + 1);
-    for (int64_t p = first; p <= pos; ++p)
-      rows.push_back(p >= start ? kv.data() + (p - start) * D : st->window.data() + (p % win) * D);
-    while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
-    if (w.has_indexer) {
-      const auto& sel = selected[static_cast<size_t>(i)];
-      comp.resize(sel.size() * static_cast<size_t>(D));
-      for (size_t j = 0; j < sel.size(); ++j) rows.push_back(stored.entry(sel[j], comp.data() + static_cast<int64_t>(j) * D));
-    } else if (w.has_compressor) {
-      const int64_t visible = (pos + 1) / ratio;
-      rows.insert(rows.end(), comp_rows.begin(), comp_rows.begin() + visible);
-    }
-    if (fast) {
-      kernels::sparse_attention({H, D, ap.scale}, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()),
-                                w.sink.data(), o.data() + i * H * D, scratch, kopt);
-    } else {
-      ref::sparse_attention(ap, q.data() + i * H * D, rows.data(), static_cast<int64_t>(rows.size()), w.sink.data(),
-                            o.data() + i * H * D);
-    }
-  }
-  // The window ring takes this call's rows only after every query has read the old ones.
-  for (int64_t i = std::max<int64_t>(0, n - win); i < n; ++i)
-    std::copy(kv.begin() + i * D, kv.begin() + (i + 1) * D, st->window.begin() + ((start + i) % win) * D);
+  std::vector<float> o(static_cast<size_t>(n * H * D));  // [n, H, D]
 
-  // 6. De-rotate, grouped low-rank output: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
+  // One sequence's rows [row0, row0 + sn) at positions start..: writes only those rows of q, kv, iproj, o.
+  auto attend = [&](const BlockSegment& seg) {
+    LayerState* st = seg.state;
+    const int64_t row0 = seg.row0, sn = seg.n, start = seg.start;
+    float* sq = q.data() + row0 * H * D;
+    float* skv = kv.data() + row0 * D;
+    float* so = o.data() + row0 * H * D;
+    for (int64_t i = 0; i < sn; ++i)
+      for (int64_t h = 0; h < H; ++h) ref::apply_rope(sq + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
+    for (int64_t i = 0; i < sn; ++i) {
+      float* row = skv + i * D;
+      ref::apply_rope(row + D - rd, rd, freqs.data(), start + i, false);
+      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(D - rd)), 64);
+    }
+
+    // 4. Compressed entries: CSA selects with the indexer, HCA sees every visible entry.
+    std::vector<std::vector<int32_t>> selected;
+    if (w.has_indexer)
+      indexer_select(ctx, il, w.indexer, st, &iproj, row0, start, sn, &selected, selection ? &selection->scores : nullptr);
+    if (w.has_compressor)
+      compressor_consume(w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, cproj, row0, start, sn);
+    if (selection) {
+      selection->width = w.has_indexer ? std::min<int64_t>(c.index_topk, (start + sn) / ratio) : 0;
+      selection->ids.assign(static_cast<size_t>(sn * selection->width), -1);
+      for (int64_t i = 0; w.has_indexer && i < sn; ++i)
+        std::copy(selected[static_cast<size_t>(i)].begin(), selected[static_cast<size_t>(i)].end(),
+                  selection->ids.begin() + i * selection->width);
+    }
+
+    // 5. Per query: the index list [window (chronological, −1 padded to window_size) ‖ compressed], as the
+    // reference decode lays it out; its order fixes the 64-block partition of the online softmax (golden
+    // README item 12). The reference prefill pads the window only to min(S, window_size); the two agree
+    // whenever S ≥ window_size (every golden prefill), and using the decode layout everywhere makes one-shot
+    // prefill, chunks and decode bit-identical for every window size.
+    kernels::SparseAttentionScratch scratch;
+    std::vector<const float*> rows;
+    // Compressed rows are stored as FP8 pages; the ones a query reads are decoded (losslessly) into
+    // scratch: HCA's every row once per call, CSA's selected rows per query.
+    const CompressorState& stored = st->compressor;
+    std::vector<float> comp;
+    std::vector<const float*> comp_rows;
+    if (w.has_compressor && !w.has_indexer) {
+      comp.resize(static_cast<size_t>(stored.n_entries * D));
+      for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows.push_back(stored.entry(t, comp.data() + t * D));
+    }
+    for (int64_t i = 0; i < sn; ++i) {
+      const int64_t pos = start + i;
+      rows.clear();
+      const int64_t first = std::max<int64_t>(0, pos - win + 1);
+      for (int64_t p = first; p <= pos; ++p)
+        rows.push_back(p >= start ? skv + (p - start) * D : st->window.data() + (p % win) * D);
+      while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
+      if (w.has_indexer) {
+        const auto& sel = selected[static_cast<size_t>(i)];
+        comp.resize(sel.size() * static_cast<size_t>(D));
+        for (size_t j = 0; j < sel.size(); ++j) rows.push_back(stored.entry(sel[j], comp.data() + static_cast<int64_t>(j) * D));
+      } else if (w.has_compressor) {
+        const int64_t visible = (pos + 1) / ratio;
+        rows.insert(rows.end(), comp_rows.begin(), comp_rows.begin() + visible);
+      }
+      if (fast) {
+        kernels::sparse_attention({H, D, ap.scale}, sq + i * H * D, rows.data(), static_cast<int64_t>(rows.size()),
+                                  w.sink.data(), so + i * H * D, scratch, kopt);
+      } else {
+        ref::sparse_attention(ap, sq + i * H * D, rows.data(), static_cast<int64_t>(rows.size()), w.sink.data(),
+                              so + i * H * D);
+      }
+    }
+    // The window ring takes this call's rows only after every query has read the old ones.
+    for (int64_t i = std::max<int64_t>(0, sn - win); i < sn; ++i)
+      std::copy(skv + i * D, skv + (i + 1) * D, st->window.begin() + ((start + i) % win) * D);
+    // De-rotate the outputs.
+    for (int64_t i = 0; i < sn; ++i)
+      for (int64_t h = 0; h < H; ++h) ref::apply_rope(so + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
+  };
+  if (ctx.exec.backend == Backend::kReference && ctx.exec.pool != nullptr && segs.size() > 1) {
+    // The reference ops are single-threaded: sequences run side by side instead.
+    ctx.exec.pool->parallel_for(static_cast<int64_t>(segs.size()), 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t s = b; s < e; ++s) attend(segs[static_cast<size_t>(s)]);
+    });
+  } else {
+    // The cpu kernels split each sequence's heads across the pool.
+    for (const BlockSegment& s : segs) attend(s);
+  }
+
+  // 6. Grouped low-rank output over all rows: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
   const int64_t G = c.o_groups, R = c.o_lora_rank;
   std::vector<float> z(static_cast<size_t>(n * G * R));
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t h = 0; h < H; ++h) ref::apply_rope(o.data() + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
   // o [n, G, H·D/G] → z [n, G, R]: bf16 weights, no activation quantization, bf16 output.
   grouped_linear(ctx.exec, w.wo_a, G, o.data(), n, z.data());
   linear(ctx.exec, w.wo_b, z.data(), n, out);

@@ -1,9 +1,12 @@
 // model/deepseek_v4: the attention module of one layer (spec §2.3–2.8): query/KV projections, window,
-// compressor, indexer, sparse core and grouped output projection, for n consecutive tokens of one
-// sequence continuing its LayerState. The same code serves one-shot prefill, chunks and decode.
+// compressor, indexer, sparse core and grouped output projection, for a batch of sequences, each with n
+// consecutive tokens continuing its LayerState. The same code serves one-shot prefill, chunks and decode.
+// The projections run once over all rows of the batch (each weight is read once per step, not once per
+// sequence); RoPE, the window ring, the compressors, the indexer and the sparse core run per sequence.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/deepseek_v4/context.h"
@@ -22,8 +25,15 @@ struct IndexerSelection {
   std::vector<std::vector<float>> scores;  // [n][visible]: every visible entry's index score
 };
 
-// x: [n, dim] attention input after attn_norm (bf16 values); out: [n, dim] (bf16 values).
-void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, LayerState* st, const float* x,
-                       int64_t start, int64_t n, float* out, IndexerSelection* selection);
+// One sequence's rows of a batch: rows [row0, row0 + n) are its positions start.. start+n−1.
+struct BlockSegment {
+  LayerState* state = nullptr;
+  int64_t row0 = 0, n = 0, start = 0;
+};
+
+// x: [n_rows, dim] attention input after attn_norm (bf16 values), the segments' rows back to back;
+// out: [n_rows, dim] (bf16 values). selection: optional, single segment only.
+void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, std::span<const BlockSegment> segs,
+                       const float* x, int64_t n_rows, float* out, IndexerSelection* selection);
 
 }  // namespace dsv4::v4

@@ -1,19 +1,24 @@
 // model/deepseek_v4: block forward (spec §2.2).
 #include "model/deepseek_v4/block.h"
 
-#include "core/thread_pool.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
 #include "ops/reference/norm.h"
 
 namespace dsv4::v4 {
 
+void attention_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, std::span<const BlockSegment> segs,
+                        const float* y, int64_t n_rows, float* out, IndexerSelection* selection) {
+  const int64_t d = ctx.cfg.dim;
+  std::vector<float> x(static_cast<size_t>(n_rows * d));
+  ref::rms_norm(y, n_rows, d, w.attn_norm.data(), static_cast<float>(ctx.cfg.norm_eps), x.data());
+  attention_forward(ctx, il, w.attn, segs, x.data(), n_rows, out, selection);
+}
+
 void attention_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, LayerState* st, const float* y,
                         int64_t start, int64_t n, float* out, IndexerSelection* selection) {
-  const int64_t d = ctx.cfg.dim;
-  std::vector<float> x(static_cast<size_t>(n * d));
-  ref::rms_norm(y, n, d, w.attn_norm.data(), static_cast<float>(ctx.cfg.norm_eps), x.data());
-  attention_forward(ctx, il, w.attn, st, x.data(), start, n, out, selection);
+  const BlockSegment seg{st, 0, n, start};
+  attention_sublayer(ctx, il, w, std::span<const BlockSegment>(&seg, 1), y, n, out, selection);
 }
 
 void moe_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, const float* y, const int32_t* tokens,
@@ -32,19 +37,7 @@ void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, s
 
   hc_pre_tokens(ctx, w.hc_attn, H, n, y.data(), post.data(), comb.data());
   if (trace) trace->hc_pre_attn_y = y, trace->hc_attn_post = post, trace->hc_attn_comb = comb;
-  auto attend = [&](const BlockSegment& s) {
-    attention_sublayer(ctx, il, w, s.state, y.data() + s.row0 * d, s.start, s.n, sub.data() + s.row0 * d,
-                       trace ? &trace->indexer : nullptr);
-  };
-  if (ctx.exec.backend == Backend::kReference && ctx.exec.pool != nullptr && segs.size() > 1) {
-    // The reference ops are single-threaded: sequences run side by side instead.
-    ctx.exec.pool->parallel_for(static_cast<int64_t>(segs.size()), 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t s = b; s < e; ++s) attend(segs[static_cast<size_t>(s)]);
-    });
-  } else {
-    // The cpu kernels split each projection across the pool.
-    for (const BlockSegment& s : segs) attend(s);
-  }
+  attention_sublayer(ctx, il, w, segs, y.data(), n, sub.data(), trace ? &trace->indexer : nullptr);
   if (trace) trace->attn_out = sub;
   hc_post_tokens(ctx, sub.data(), H, post.data(), comb.data(), n, H2.data());
 

@@ -22,21 +22,19 @@ struct BlockTrace {
   std::vector<float> block_out;
 };
 
-// The attention sublayer including attn_norm: y [n, dim] (hc_pre output) → out [n, dim].
+// The attention sublayer including attn_norm: y [n_rows, dim] (hc_pre output) → out [n_rows, dim].
+void attention_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, std::span<const BlockSegment> segs,
+                        const float* y, int64_t n_rows, float* out, IndexerSelection* selection);
+// The same for one sequence's n tokens at positions start.. .
 void attention_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, LayerState* st, const float* y,
                         int64_t start, int64_t n, float* out, IndexerSelection* selection);
 // The MoE sublayer including ffn_norm: y [n, dim] → out [n, dim]; gate outputs optional ([n, top_k]).
 void moe_sublayer(const ModelContext& ctx, int64_t il, const BlockWeights& w, const float* y, const int32_t* tokens,
                   int64_t n, float* out, int32_t* gate_idx, float* gate_w);
 
-// One sequence's rows of a batch: rows [row0, row0 + n) are its positions start.. start+n−1.
-struct BlockSegment {
-  LayerState* state = nullptr;
-  int64_t row0 = 0, n = 0, start = 0;
-};
-
 // H: [n_rows, hc, dim] in/out, the segments' rows back to back. tokens: [n_rows] (hash routing).
-// Attention runs per segment (sequences never interact); mHC and MoE run over all rows at once.
+// Sequences never interact: attention keeps its per-sequence parts per segment; projections, mHC and
+// MoE run over all rows at once.
 // trace: optional, single segment only.
 void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, std::span<const BlockSegment> segs,
                    float* H, const int32_t* tokens, int64_t n_rows, BlockTrace* trace);

@@ -72,25 +72,39 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
 
 }  // namespace
 
-void compressor_feed(const Execution& ex, const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
-                     const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
-                     int64_t n) {
+void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
+                        CompressorProjection* p) {
+  const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
+  p->kv.resize(static_cast<size_t>(n * width));
+  p->score.resize(static_cast<size_t>(n * width));
+  linear(ex, w.wkv, x, n, p->kv.data());
+  linear(ex, w.wgate, x, n, p->score.data());
+}
+
+void compressor_consume(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                        const std::vector<float>& rope_freqs, CompressorState* st, const CompressorProjection& p,
+                        int64_t row0, int64_t start, int64_t n) {
   const int64_t r = w.ratio;
   const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
-  // Both projections for all n tokens at once (fp32 GEMMs on fp32 input), then streamed into the slots.
-  std::vector<float> kv_all(static_cast<size_t>(n * width)), sc_all(static_cast<size_t>(n * width));
-  linear(ex, w.wkv, x, n, kv_all.data());
-  linear(ex, w.wgate, x, n, sc_all.data());
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = start + i;
     const int64_t slot = pos % r;
     float* kv = st->kv.data() + slot * width;
     float* sc = st->score.data() + slot * width;
-    std::copy_n(kv_all.data() + i * width, width, kv);
-    std::copy_n(sc_all.data() + i * width, width, sc);
+    std::copy_n(p.kv.data() + (row0 + i) * width, width, kv);
+    std::copy_n(p.score.data() + (row0 + i) * width, width, sc);
     for (int64_t c = 0; c < width; ++c) sc[c] += w.ape[static_cast<size_t>(slot * width + c)];
     if ((pos + 1) % r == 0) emit_entry(w, kind, rope_dim, norm_eps, rope_freqs, st, pos / r);
   }
+}
+
+void compressor_feed(const Execution& ex, const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                     const std::vector<float>& rope_freqs, CompressorState* st, const float* x, int64_t start,
+                     int64_t n) {
+  // Both projections for all n tokens at once (fp32 GEMMs on fp32 input), then streamed into the slots.
+  CompressorProjection p;
+  compressor_project(ex, w, x, n, &p);
+  compressor_consume(w, kind, rope_dim, norm_eps, rope_freqs, st, p, 0, start, n);
 }
 
 }  // namespace dsv4::v4

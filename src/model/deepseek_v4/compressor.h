@@ -18,6 +18,20 @@ enum class CompressorKind {
 
 void compressor_init(const CompressorWeights& w, CompressorState* st);
 
+// The compressor's two projections of x[n, dim] (fp32 GEMMs): kv, score [n, coff·dc] each. Rows are
+// independent, so a batch projects every sequence's rows at once and each sequence consumes its own.
+struct CompressorProjection {
+  std::vector<float> kv, score;
+};
+void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
+                        CompressorProjection* p);
+
+// Streams n projected rows (row0.. of p) at positions start..start+n−1 into the state's slots, emitting
+// completed entries as compressor_feed does.
+void compressor_consume(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
+                        const std::vector<float>& rope_freqs, CompressorState* st, const CompressorProjection& p,
+                        int64_t row0, int64_t start, int64_t n);
+
 // Feeds x[n, dim] (bf16 values) at positions start..start+n−1; appends completed entries to st->rows
 // when it is bound to a page pool, else to st->entries.
 void compressor_feed(const Execution& ex, const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,

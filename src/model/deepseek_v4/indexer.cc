@@ -15,31 +15,39 @@
 
 namespace dsv4::v4 {
 
-void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, const float* x,
-                    const float* qr, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
+void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
+                     IndexerProjection* p) {
+  const ModelConfig& c = ctx.cfg;
+  const int64_t nh = c.index_n_heads, hd = c.index_head_dim;
+  p->q.resize(static_cast<size_t>(n * nh * hd));
+  linear(ctx.exec, w.wq_b, qr, n, p->q.data());
+  p->weights.resize(static_cast<size_t>(n * nh));
+  linear(ctx.exec, w.weights_proj, x, n, p->weights.data());
+  const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
+  for (float& v : p->weights) v = round_bf16(v * scale);
+  compressor_project(ctx.exec, w.compressor, x, n, &p->keys);
+}
+
+void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, IndexerProjection* p,
+                    int64_t row0, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
                     std::vector<std::vector<float>>* all_scores) {
   const ModelConfig& c = ctx.cfg;
   const int64_t nh = c.index_n_heads, hd = c.index_head_dim, rd = c.rope_head_dim;
   const auto& freqs = ctx.rope_for_layer(il);
 
-  // Queries: [n, nh, hd] = wq_b·qr, RoPE on the last rd dims, Hadamard, FP4 simulation.
-  std::vector<float> q(static_cast<size_t>(n * nh * hd));
-  linear(ctx.exec, w.wq_b, qr, n, q.data());
+  // Queries [n, nh, hd]: RoPE on the last rd dims, Hadamard, FP4 simulation.
+  float* q = p->q.data() + row0 * nh * hd;
+  const float* wts = p->weights.data() + row0 * nh;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t h = 0; h < nh; ++h) {
-      float* qh = q.data() + (i * nh + h) * hd;
+      float* qh = q + (i * nh + h) * hd;
       ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + i, false);
       ref::hadamard_rotate(qh, hd);
       fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
     }
-  // Head weights: bf16(weights_proj·x) · (hd^-0.5 · nh^-0.5), the product rounded to bf16.
-  std::vector<float> wts(static_cast<size_t>(n * nh));
-  linear(ctx.exec, w.weights_proj, x, n, wts.data());
-  const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
-  for (float& v : wts) v = round_bf16(v * scale);
 
-  compressor_feed(ctx.exec, w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
-                  x, start, n);
+  compressor_consume(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
+                     p->keys, row0, start, n);
 
   // The keys live as packed FP4 pages; the scorer reads them decoded (losslessly) into one contiguous
   // scratch [n_entries, hd], filled once per call.
@@ -67,12 +75,12 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     auto& sel = (*selected)[static_cast<size_t>(i)];
     sel.resize(static_cast<size_t>(k));
     if (fast) {
-      kernels::indexer_scores(q.data() + i * nh * hd, nh, hd, keys, visible,
-                              wts.data() + i * nh, scores.data(), kopt);
+      kernels::indexer_scores(q + i * nh * hd, nh, hd, keys, visible,
+                              wts + i * nh, scores.data(), kopt);
       kernels::topk_desc(scores.data(), visible, k, sel.data(), topk_scratch);
     } else {
-      ref::indexer_scores(q.data() + i * nh * hd, nh, hd, keys, visible,
-                          wts.data() + i * nh, scores.data());
+      ref::indexer_scores(q + i * nh * hd, nh, hd, keys, visible,
+                          wts + i * nh, scores.data());
       ref::topk_desc(scores.data(), visible, k, sel.data());
     }
     if (all_scores) (*all_scores)[static_cast<size_t>(i)] = scores;

@@ -5,18 +5,30 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/context.h"
 #include "model/sequence_state.h"
 #include "model/weights.h"
 
 namespace dsv4::v4 {
 
-// Feeds the tokens to the indexer compressor, then selects for each query i (position start+i) the
-// top min(index_topk, ⌊(pos+1)/4⌋) entries. x: [n, dim] attention input; qr: [n, q_lora_rank].
-// selected[i]: entry ids in descending score order (ties to the lower id). scores (optional): [i] the
-// scores of all visible entries of query i (for the tie-rule self-check).
-void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, const float* x,
-                    const float* qr, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
+// The indexer's row-independent projections, run once over a batch's rows: q [n, nh, hd] = wq_b·qr
+// (before RoPE), head weights [n, nh] = bf16(bf16(weights_proj·x) · hd^-0.5 · nh^-0.5), and its
+// compressor's projections of x. x: [n, dim] attention input; qr: [n, q_lora_rank].
+struct IndexerProjection {
+  std::vector<float> q, weights;
+  CompressorProjection keys;
+};
+void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
+                     IndexerProjection* p);
+
+// One sequence's rows row0..row0+n−1 of p, at positions start..start+n−1: finishes their queries in p
+// (RoPE, Hadamard, FP4 simulation), feeds the keys to the indexer compressor, then selects for each query
+// i the top min(index_topk, ⌊(pos+1)/4⌋) entries. selected[i]: entry ids in descending score order (ties
+// to the lower id). scores (optional): [i] the scores of all visible entries of query i (for the tie-rule
+// self-check).
+void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, IndexerProjection* p,
+                    int64_t row0, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
                     std::vector<std::vector<float>>* scores);
 
 }  // namespace dsv4::v4

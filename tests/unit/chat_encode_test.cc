@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "deepseek_tokenizer.h"
 #include "test_util.h"
 #include "tokenizer/chat.h"
 #include "tokenizer/chat_json.h"
@@ -17,17 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const Tokenizer& deepseek() {
-  static const Tokenizer* t = [] {
-    auto r = Tokenizer::load(test::shared_dir() / "tokenizer" / "tokenizer.json");
-    if (!r.is_ok()) {
-      ADD_FAILURE() << r.status().to_string();
-      std::abort();
-    }
-    return new Tokenizer(std::move(r).value());
-  }();
-  return *t;
-}
+const Tokenizer& deepseek() { return test::deepseek_tokenizer(); }
 
 ChatMessage msg(std::string role, std::string content) {
   ChatMessage m;

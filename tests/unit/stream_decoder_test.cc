@@ -3,20 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "deepseek_tokenizer.h"
 #include "test_util.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4 {
 namespace {
 
-const Tokenizer& deepseek() {
-  static const Tokenizer* t = [] {
-    auto r = Tokenizer::load(test::shared_dir() / "tokenizer" / "tokenizer.json");
-    if (!r.is_ok()) std::abort();
-    return new Tokenizer(std::move(r).value());
-  }();
-  return *t;
-}
+const Tokenizer& deepseek() { return test::deepseek_tokenizer(); }
 
 TEST(StreamDecoder, ChunksAreCompleteUtf8AndConcatenateToDecode) {
   const Tokenizer& t = deepseek();

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "deepseek_tokenizer.h"
 #include "test_util.h"
 #include "tokenizer/utf8.h"
 
@@ -15,17 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-const Tokenizer& deepseek() {
-  static const Tokenizer* t = [] {
-    auto r = Tokenizer::load(test::shared_dir() / "tokenizer" / "tokenizer.json");
-    if (!r.is_ok()) {
-      ADD_FAILURE() << r.status().to_string();
-      std::abort();
-    }
-    return new Tokenizer(std::move(r).value());
-  }();
-  return *t;
-}
+const Tokenizer& deepseek() { return test::deepseek_tokenizer(); }
 
 TEST(Tokenizer, V4SpecVector) {
   // shared/tokenizer/README.md and spec chat-format §1.

@@ -18,9 +18,8 @@ std::string prompt_text(const GenerationRequest& r) {
   return s;
 }
 
-// The injected completions the JS script expects (see tests/js/openai_e2e.js).
-std::string e2e_script(const GenerationRequest& r) {
-  const std::string p = prompt_text(r);
+// The injected completion the JS script expects (see tests/js/openai_e2e.js) for prompt text P.
+std::string e2e_reply(const std::string& p) {
   const bool thinking = p.size() >= 7 && p.compare(p.size() - 7, 7, "<think>") == 0;
   if (p.find("talk forever") != std::string::npos) {
     std::string t = "</think>";
@@ -33,6 +32,8 @@ std::string e2e_script(const GenerationRequest& r) {
   if (p.find("Once upon") != std::string::npos) return " a time, there was a server.";
   return "</think>ok";
 }
+
+std::string e2e_script(const GenerationRequest& r) { return e2e_reply(prompt_text(r)); }
 
 // Runs the JS client against `ts`; checks the aborted "talk forever" stream was cancelled.
 void run_e2e(TestServer& ts, const std::string& flags) {
@@ -84,7 +85,6 @@ TEST(OpenAiE2E, OfficialClientToolRoundTripWithTheDeepSeekCodec) {
   TestServer ts(e2e_engine(), e2e_options(), std::move(loaded).value());
   ts.engine.set_script([codec](const GenerationRequest& r) -> std::string {
     const std::string p = codec->tokenizer().decode(r.prompt_ids);
-    const bool thinking = p.size() >= 7 && p.compare(p.size() - 7, 7, "<think>") == 0;
     if (p.find("<tool_result>Paris: 15C</tool_result>") != std::string::npos) {
       return "Summarize.</think>It is 15C in Paris.<｜end▁of▁sentence｜>";
     }
@@ -94,16 +94,7 @@ TEST(OpenAiE2E, OfficialClientToolRoundTripWithTheDeepSeekCodec) {
              "<｜DSML｜parameter name=\"days\" string=\"false\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
              "</｜DSML｜tool_calls><｜end▁of▁sentence｜>";
     }
-    if (p.find("talk forever") != std::string::npos) {
-      std::string t = "</think>";
-      for (int i = 0; i < 5000; ++i) t += "blah ";
-      return t;
-    }
-    if (p.find("say hello") != std::string::npos) {
-      return thinking ? "Greeting the user.</think>Hello from dsv4!" : "Hello from dsv4!";
-    }
-    if (p.find("Once upon") != std::string::npos) return " a time, there was a server.";
-    return "</think>ok";
+    return e2e_reply(p);
   });
   run_e2e(ts, " --tools");
 }

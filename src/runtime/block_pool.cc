@@ -46,13 +46,22 @@ int32_t BlockPool::refcount(int32_t id) const {
   return refs_[static_cast<size_t>(id)];
 }
 
-Result<PoolPlan> plan_pool(const StateFootprint& footprint, int64_t budget_bytes, int32_t block_tokens) {
+Result<PoolPlan> plan_pool(const StateFootprint& footprint, int64_t budget_bytes, int32_t block_tokens,
+                           int32_t checkpoint_interval, int64_t checkpoint_bytes) {
   if (block_tokens < 1) return invalid_argument("pool.bad_block_tokens", "block_tokens must be >= 1");
+  if (checkpoint_interval < 0 || checkpoint_bytes < 0) {
+    return invalid_argument("pool.bad_checkpoints", "checkpoint interval and bytes must be >= 0");
+  }
   PoolPlan plan;
   plan.footprint = footprint;
   plan.block_tokens = block_tokens;
   plan.block_bytes = std::max<int64_t>(1, footprint.per_token() * block_tokens);
   plan.seq_blocks = static_cast<int32_t>((footprint.per_seq() + plan.block_bytes - 1) / plan.block_bytes);
+  if (checkpoint_interval > 0) {
+    plan.checkpoint_interval = checkpoint_interval;
+    plan.checkpoint_bytes = checkpoint_bytes;
+    plan.checkpoint_blocks = static_cast<int32_t>((checkpoint_bytes + plan.block_bytes - 1) / plan.block_bytes);
+  }
   const int64_t n = budget_bytes / plan.block_bytes;
   if (n < 1) {
     return invalid_argument("pool.budget_too_small", "state budget of " + std::to_string(budget_bytes) +

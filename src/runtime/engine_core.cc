@@ -46,7 +46,16 @@ EngineCore::EngineCore(ModelRunner* runner, const Detokenizer* detokenizer, Engi
     opt_.speculative_k = std::min(opt_.speculative_k, info_.max_rollback);
   }
   DSV4_CHECK(opt_.max_batch_tokens >= 1 + opt_.speculative_k, "EngineCoreOptions: batch smaller than a verify step");
-  auto plan = plan_pool(info_.footprint, opt_.pool_bytes, opt_.block_tokens);
+  // Checkpoints only pay off with a prefix cache; the runner reports their interval and cost once on.
+  runner_->keep_checkpoints(opt_.prefix_cache_entries > 0);
+  info_ = runner_->info();
+  const int64_t runner_budget = opt_.runner_budget_bytes >= 0 ? opt_.runner_budget_bytes
+                                : opt_.pool_blocks > 0       ? 0
+                                                             : opt_.pool_bytes;
+  const Status budget = runner_->set_state_budget(runner_budget);
+  DSV4_CHECK(budget.is_ok(), "EngineCore: " + budget.to_string());
+  auto plan = plan_pool(info_.footprint, opt_.pool_bytes, opt_.block_tokens, info_.checkpoint_interval,
+                        info_.checkpoint_bytes);
   DSV4_CHECK(plan.is_ok(), "EngineCore: " + plan.status().to_string());
   plan_ = plan.value();
   if (opt_.pool_blocks > 0) plan_.n_blocks = opt_.pool_blocks;
@@ -139,6 +148,13 @@ StateFootprint EngineCore::bytes_in_use() const {
   return {f.window_ring_per_seq * n_seqs, f.compressed_main_per_token * n_tokens,
           f.compressed_indexer_per_token * n_tokens, f.compressor_partial_per_seq * n_seqs,
           f.kv_page_slack_per_seq * n_seqs};
+}
+
+int64_t EngineCore::checkpoint_bytes_in_use() const {
+  int64_t n = 0;
+  for (const Sequence* s : running_) n += plan_.checkpoints_for(s->n_computed);
+  for (const auto& d : donors_) n += plan_.checkpoints_for(static_cast<int64_t>(d->tokens.size()));
+  return n * plan_.checkpoint_bytes;
 }
 
 // ---- pool ----
@@ -426,8 +442,30 @@ Status EngineCore::run_forward(const std::vector<Sequence*>& batch, std::vector<
       in.push_back({s->slot, p, s->tokens[static_cast<size_t>(p)], last_known && p == end - 1});
     }
   }
-  stats_.forward_tokens += static_cast<int64_t>(in.size());
-  return runner_->forward(in, logits);
+  const Status st = runner_->forward(in, logits);
+  if (st.is_ok()) stats_.forward_tokens += static_cast<int64_t>(in.size());
+  return st;
+}
+
+Status EngineCore::forward_with_retry(std::vector<Sequence*>* batch) {
+  for (;;) {
+    const Status st = run_forward(*batch, &logits_);
+    if (st.code() != StatusCode::kResourceExhausted) return st;
+    // The runner changed nothing. Cached prefixes go first (LRU), then the youngest running sequence,
+    // in or out of the batch; the oldest is never preempted for memory, so it always progresses, and
+    // only when it cannot run with nothing else held does its request fail.
+    if (!donors_.empty()) {
+      evict_donor();
+    } else if (running_.size() > 1) {
+      Sequence* victim = running_.back();
+      std::erase(*batch, victim);
+      preempt(*victim);
+    } else {
+      return st;
+    }
+    ++stats_.forward_retries;
+    if (batch->empty()) return Status::ok();
+  }
 }
 
 // ---- postprocess ----
@@ -555,8 +593,8 @@ Status EngineCore::step() {
   if (batch.empty()) return Status::ok();
   ++stats_.steps;
   if (opt_.speculative_k > 0) draft_tokens(batch);
+  const Status st = forward_with_retry(&batch);
   for (Sequence* s : batch) last_schedule_.push_back({s->id, s->step_tokens, s->step_drafts});
-  const Status st = run_forward(batch, &logits_);
   if (!st.is_ok()) {
     for (Sequence* s : batch) {
       GenerationUpdate update;

@@ -26,8 +26,12 @@ struct EngineCoreOptions {
                                    // must be >= 1 + speculative_k
   int32_t max_running = 64;        // sequences holding runner state at once
   int32_t block_tokens = 16;
-  int64_t pool_bytes = int64_t{1} << 30;  // state budget; ignored when pool_blocks > 0
+  int64_t pool_bytes = int64_t{1} << 30;  // state budget: admission's pool (unless pool_blocks > 0) and
+                                          // the runner's real memory (unless runner_budget_bytes >= 0)
   int32_t pool_blocks = 0;                // explicit pool size in blocks (tests)
+  // The runner's real state budget (ModelRunner::set_state_budget): -1 = pool_bytes, or unlimited when
+  // pool_blocks > 0; 0 = unlimited. A forward it refuses preempts sequences and is retried.
+  int64_t runner_budget_bytes = -1;
   int32_t speculative_k = 0;              // MTP draft tokens per step (0 = off)
   int32_t prefix_cache_entries = 0;       // finished sequences kept for prefix reuse (0 = off)
   uint64_t default_seed = 0x5eed;         // seeds requests without a seed (mixed with the request id)
@@ -46,6 +50,7 @@ struct CoreStats {
   int64_t generated_tokens = 0;
   int64_t forward_tokens = 0;
   int64_t preemptions = 0;
+  int64_t forward_retries = 0;  // forwards the runner refused for memory, retried after preempting
   int64_t prefix_hits = 0;
   int64_t prefix_hit_tokens = 0;
   SpecStats spec;
@@ -82,8 +87,9 @@ class EngineCore {
   void clear_prefix_cache();
   // The work of the last step, in batch order.
   const std::vector<ScheduledSeq>& last_schedule() const { return last_schedule_; }
-  // Bytes of state held by live sequences, by kind.
+  // Bytes of state held by live sequences and cached prefixes, by kind; their checkpoints apart.
   StateFootprint bytes_in_use() const;
+  int64_t checkpoint_bytes_in_use() const;
 
  private:
   struct Sequence;
@@ -97,6 +103,9 @@ class EngineCore {
   bool admit(Sequence& s);
   void draft_tokens(const std::vector<Sequence*>& batch);
   Status run_forward(const std::vector<Sequence*>& batch, std::vector<float>* logits);
+  // run_forward, freeing memory (cached prefixes, then the youngest sequences) while the runner
+  // refuses the batch for memory; preempted sequences leave `batch`.
+  Status forward_with_retry(std::vector<Sequence*>* batch);
   void postprocess(Sequence& s, const float* logits_rows);
   // Emits one generated token; returns false when the sequence finished on it.
   bool emit_token(Sequence& s, int32_t token, const float* logits_row, GenerationUpdate* update);

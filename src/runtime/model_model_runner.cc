@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
+#include <set>
 #include <string>
 
 namespace dsv4 {
@@ -71,6 +73,16 @@ StateFootprint model_state_footprint(const ModelConfig& c, int32_t kv_page_rows)
   return f;
 }
 
+int32_t default_checkpoint_interval(const ModelConfig& c) {
+  int64_t step = std::max<int64_t>(1, c.window_size);
+  for (int64_t il = 0; il < c.n_layers + c.n_mtp_layers && il < static_cast<int64_t>(c.compress_ratios.size()); ++il) {
+    const int64_t r = c.compress_ratio(il);
+    if (r > 0) step = std::lcm(step, r);
+  }
+  const int64_t n = (256 + step - 1) / step * step;
+  return static_cast<int32_t>(std::min<int64_t>(n, int64_t{1} << 20));
+}
+
 ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rollback) : model_(std::move(model)) {
   const ModelConfig& c = model_->config();
   has_mtp_ = c.n_mtp_layers > 0 && !c.has_dspark();
@@ -82,6 +94,10 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.max_rollback = max_rollback;
   info_.has_mtp = has_mtp_;
   info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
+  checkpoint_interval_ = default_checkpoint_interval(c);
+  // A checkpoint copies the fixed-size state (ring, partial blocks; the MTP streams) and, once the
+  // sequence writes past it, keeps the old copy of each table's last page.
+  info_.checkpoint_bytes = info_.footprint.per_seq() + static_cast<int64_t>(c.hc_mult * c.dim) * 4;
 }
 
 RunnerMemory ModelModelRunner::memory() const {
@@ -150,25 +166,97 @@ void ModelModelRunner::end_draft(Seq& s) {
 }
 
 Status ModelModelRunner::run(std::span<const RunnerToken> batch, std::vector<float>* logits, bool snapshot) {
+  std::map<SeqSlot, int64_t> first_pos;  // each sequence's first position in this call
+  for (const RunnerToken& t : batch) {
+    DSV4_RETURN_IF_ERROR(check(t.seq, "forward"));
+    first_pos.emplace(t.seq, t.pos);
+  }
+  std::map<SeqSlot, Undo> undo;
+  for (auto& [slot, pos] : first_pos) {
+    Seq& s = seqs_[static_cast<size_t>(slot)];
+    end_draft(s);
+    undo[slot] = {take(*s.state, /*main_too=*/true), s.last_h, s.tokens.size(), s.checkpoints.size()};
+  }
+  // A row at a checkpoint position (past a sequence's first row here) goes into a later forward, so the
+  // state at the checkpoint exists between the two. Rows keep their order within each piece, so each
+  // sequence's rows stay contiguous and in position order. Decodes never split.
+  const int64_t every = checkpoints_on_ ? checkpoint_interval_ : 0;
+  std::vector<int32_t> piece(batch.size(), 0);
+  int32_t n_pieces = 1;
+  if (every > 0) {
+    for (size_t r = 0; r < batch.size(); ++r) {
+      piece[r] = static_cast<int32_t>(batch[r].pos / every - first_pos[batch[r].seq] / every);
+      n_pieces = std::max(n_pieces, piece[r] + 1);
+    }
+  }
+  Status st = Status::ok();
+  if (n_pieces == 1) {
+    st = run_segment(batch, logits);
+  } else {
+    // Logit rows come back per piece; put them back in batch order.
+    std::vector<std::vector<float>> piece_logits(static_cast<size_t>(n_pieces));
+    std::vector<RunnerToken> rows;
+    for (int32_t g = 0; g < n_pieces && st.is_ok(); ++g) {
+      rows.clear();
+      for (size_t r = 0; r < batch.size(); ++r) {
+        if (piece[r] == g) rows.push_back(batch[r]);
+      }
+      if (!rows.empty()) st = run_segment(rows, &piece_logits[static_cast<size_t>(g)]);
+      if (!st.is_ok()) break;
+      for (const RunnerToken& t : rows) {
+        Seq& s = seqs_[static_cast<size_t>(t.seq)];
+        const int64_t n = s.state->n_tokens();
+        if (n % every != 0 || (!s.checkpoints.empty() && s.checkpoints.back()->n_tokens >= n)) continue;
+        s.checkpoints.push_back(std::make_shared<const Checkpoint>(Checkpoint{n, *s.state, s.last_h}));
+      }
+    }
+    if (st.is_ok()) {
+      const auto vocab = static_cast<size_t>(info_.vocab_size);
+      std::vector<size_t> next(static_cast<size_t>(n_pieces), 0);
+      logits->clear();
+      for (size_t r = 0; r < batch.size(); ++r) {
+        if (!batch[r].want_logits) continue;
+        const auto g = static_cast<size_t>(piece[r]);
+        const float* row = piece_logits[g].data() + next[g]++ * vocab;
+        logits->insert(logits->end(), row, row + vocab);
+      }
+    }
+  }
+  // The last piece may also end exactly on a checkpoint position (a decode reaching it).
+  if (st.is_ok() && every > 0) {
+    for (auto& [slot, pos] : first_pos) {
+      Seq& s = seqs_[static_cast<size_t>(slot)];
+      const int64_t n = s.state->n_tokens();
+      if (n % every != 0 || (!s.checkpoints.empty() && s.checkpoints.back()->n_tokens >= n)) continue;
+      s.checkpoints.push_back(std::make_shared<const Checkpoint>(Checkpoint{n, *s.state, s.last_h}));
+    }
+  }
+  for (auto& [slot, u] : undo) {
+    Seq& s = seqs_[static_cast<size_t>(slot)];
+    if (!st.is_ok()) {
+      restore(u.snap, s.state.get(), /*main_too=*/true);
+      s.last_h = std::move(u.last_h);
+      s.tokens.resize(u.n_tokens);
+      s.checkpoints.resize(u.n_checkpoints);
+    } else if (snapshot) {
+      s.snap = std::move(u.snap);
+      s.snap_last_h = std::move(u.last_h);
+      s.has_snap = true;
+    }
+  }
+  return st;
+}
+
+Status ModelModelRunner::run_segment(std::span<const RunnerToken> batch, std::vector<float>* logits) {
   // Compact the slots of this call into the model's seq indices.
   std::map<SeqSlot, int32_t> index;
   std::vector<SequenceState*> states;
   std::vector<BatchToken> bt;
   bt.reserve(batch.size());
   for (const RunnerToken& t : batch) {
-    DSV4_RETURN_IF_ERROR(check(t.seq, "forward"));
     auto [it, added] = index.emplace(t.seq, static_cast<int32_t>(states.size()));
     if (added) states.push_back(seqs_[static_cast<size_t>(t.seq)].state.get());
     bt.push_back({it->second, t.pos, t.token, t.want_logits});
-  }
-  for (auto& [slot, i] : index) {
-    Seq& s = seqs_[static_cast<size_t>(slot)];
-    end_draft(s);
-    if (snapshot) {
-      s.snap = take(*s.state, /*main_too=*/true);
-      s.snap_last_h = s.last_h;
-      s.has_snap = true;
-    }
   }
   ForwardCapture capture;
   DSV4_RETURN_IF_ERROR(model_->forward(bt, states, logits, has_mtp_ ? &capture : nullptr));
@@ -205,6 +293,16 @@ Status ModelModelRunner::forward(std::span<const RunnerToken> batch, std::vector
   return run(batch, logits, /*snapshot=*/true);
 }
 
+Status ModelModelRunner::replay(SeqSlot seq, const std::vector<int32_t>& tokens, int64_t from, int64_t to) {
+  if (to <= from) return Status::ok();
+  std::vector<RunnerToken> in;
+  in.reserve(static_cast<size_t>(to - from));
+  for (int64_t p = from; p < to; ++p) in.push_back({seq, static_cast<int32_t>(p), tokens[static_cast<size_t>(p)], false});
+  replayed_tokens_ += to - from;
+  std::vector<float> unused;
+  return run(in, &unused, /*snapshot=*/false);
+}
+
 Status ModelModelRunner::truncate(SeqSlot seq, int32_t new_len) {
   DSV4_RETURN_IF_ERROR(check(seq, "truncate"));
   Seq& s = seqs_[static_cast<size_t>(seq)];
@@ -216,17 +314,14 @@ Status ModelModelRunner::truncate(SeqSlot seq, int32_t new_len) {
                                                         std::to_string(new_len) + " reaches before the last forward");
   }
   const int64_t base = s.snap.n_tokens;
-  std::vector<int32_t> replay(s.tokens.begin() + base, s.tokens.begin() + new_len);
+  const std::vector<int32_t> kept(s.tokens.begin(), s.tokens.begin() + new_len);
   restore(s.snap, s.state.get(), /*main_too=*/true);
   s.last_h = s.snap_last_h;
   s.tokens.resize(static_cast<size_t>(base));
   s.has_snap = false;
-  if (replay.empty()) return Status::ok();
-  std::vector<RunnerToken> in;
-  for (size_t i = 0; i < replay.size(); ++i) in.push_back({seq, static_cast<int32_t>(base + static_cast<int64_t>(i)), replay[i], false});
-  replayed_tokens_ += static_cast<int64_t>(replay.size());
-  std::vector<float> unused;
-  return run(in, &unused, /*snapshot=*/false);
+  // Checkpoints past the cut saw tokens that are gone; those up to it stay exact.
+  while (!s.checkpoints.empty() && s.checkpoints.back()->n_tokens > new_len) s.checkpoints.pop_back();
+  return replay(seq, kept, base, new_len);
 }
 
 Status ModelModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
@@ -234,10 +329,20 @@ Status ModelModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
   DSV4_RETURN_IF_ERROR(check(src, "copy_prefix"));
   Seq& d = seqs_[static_cast<size_t>(dst)];
   Seq& s = seqs_[static_cast<size_t>(src)];
-  if (d.state->n_tokens() != 0 || len < 0 || len > s.state->n_tokens()) {
+  if (dst == src || d.state->n_tokens() != 0 || len < 0 || len > s.state->n_tokens()) {
     return invalid_argument("runner.bad_copy", "copy_prefix needs an empty dst and len <= length(src)");
   }
   end_draft(s);
+  const Status st = copy_state(d, s, dst, len);
+  if (!st.is_ok()) {  // dst back to empty, whatever the failure left
+    d = Seq{};
+    d.live = true;
+    d.state = model_->new_sequence();
+  }
+  return st;
+}
+
+Status ModelModelRunner::copy_state(Seq& d, Seq& s, SeqSlot dst, int32_t len) {
   if (len == s.state->n_tokens() || (s.has_snap && len >= s.snap.n_tokens && s.state->n_tokens() - len <= info_.max_rollback)) {
     *d.state = *s.state;
     d.tokens = s.tokens;
@@ -245,15 +350,51 @@ Status ModelModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
     d.has_snap = s.has_snap;
     d.snap = s.snap;
     d.snap_last_h = s.snap_last_h;
+    d.checkpoints = s.checkpoints;
     return truncate(dst, len);
   }
-  // Too far back for the snapshot: replay the prefix from the tokens (exact; costs the compute).
-  if (len == 0) return Status::ok();
-  std::vector<RunnerToken> in;
-  for (int32_t i = 0; i < len; ++i) in.push_back({dst, i, s.tokens[static_cast<size_t>(i)], false});
-  replayed_tokens_ += len;
-  std::vector<float> unused;
-  return run(in, &unused, /*snapshot=*/false);
+  // Too far back for the snapshot: start from the nearest checkpoint at or before len (shared, not
+  // copied, for later hits on dst) and replay the rest from the kept tokens.
+  int64_t base = 0;
+  for (const auto& c : s.checkpoints) {
+    if (c->n_tokens > len) break;
+    d.checkpoints.push_back(c);
+  }
+  if (!d.checkpoints.empty()) {
+    const Checkpoint& c = *d.checkpoints.back();
+    *d.state = c.state;
+    d.last_h = c.last_h;
+    d.tokens.assign(s.tokens.begin(), s.tokens.begin() + c.n_tokens);
+    base = c.n_tokens;
+  }
+  return replay(dst, s.tokens, base, len);
+}
+
+void ModelModelRunner::keep_checkpoints(bool on) {
+  checkpoints_on_ = on;
+  info_.checkpoint_interval = on ? checkpoint_interval_ : 0;
+  if (!on) {
+    for (Seq& s : seqs_) s.checkpoints.clear();
+  }
+}
+
+void ModelModelRunner::set_checkpoint_interval(int32_t n_tokens) {
+  DSV4_CHECK(n_tokens >= 1, "checkpoint interval must be >= 1");
+  checkpoint_interval_ = n_tokens;
+  keep_checkpoints(checkpoints_on_);
+}
+
+int64_t ModelModelRunner::checkpoints_held() const {
+  std::set<const Checkpoint*> seen;
+  for (const Seq& s : seqs_) {
+    for (const auto& c : s.checkpoints) seen.insert(c.get());
+  }
+  return static_cast<int64_t>(seen.size());
+}
+
+Status ModelModelRunner::set_state_budget(int64_t bytes) {
+  if (bytes < 0) return invalid_argument("runner.bad_budget", "the state budget must be >= 0 bytes");
+  return model_->configure_kv_pages(model_->kv_pages().storage(), bytes, model_->kv_pages().page_rows());
 }
 
 Status ModelModelRunner::draft(std::span<const RunnerToken> batch, std::vector<float>* logits) {

@@ -4,6 +4,9 @@
 // a rollback restores it, drops the compressed entries appended since (they are append-only) and
 // re-runs the kept tokens. The MTP state lags the main state by one position (it needs the next token)
 // and is caught up after every forward; draft steps run on it and are undone before the next forward.
+// Prefix reuse: with checkpoints on, a sequence keeps an immutable copy of its state at every multiple of
+// the checkpoint interval (shared by the copies a prefix hit makes), so copy_prefix() restores the nearest
+// one at or before the hit and replays at most one interval of tokens.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +24,13 @@ namespace dsv4 {
 // the pool plan and for tests.
 StateFootprint model_state_footprint(const ModelConfig& cfg, int32_t kv_page_rows = kKvPageRows);
 
+// Tokens between prefix-reuse checkpoints: the smallest multiple of the window and of every compression
+// ratio that is at least 256. At such a position every compressor's open block is empty and the window
+// ring starts a fresh lap, so a checkpoint holds only the ring and the finished rows (the rows shared with
+// the sequence); 256 tokens of replay is one default prefill chunk, and a checkpoint's fixed-size copy is
+// paid once per 256 tokens of rows it stands for.
+int32_t default_checkpoint_interval(const ModelConfig& cfg);
+
 class ModelModelRunner : public ModelRunner {
  public:
   // `max_rollback`: deepest truncate() accepted (bounded by what the last forward fed anyway).
@@ -30,6 +40,11 @@ class ModelModelRunner : public ModelRunner {
 
   const RunnerInfo& info() const override { return info_; }
   RunnerMemory memory() const override;
+  // Budgets the model's page pools (Model::configure_kv_pages); kInvalidArgument while a sequence exists.
+  Status set_state_budget(int64_t bytes) override;
+  void keep_checkpoints(bool on) override;
+  // Tests: the interval used while checkpoints are on (>= 1; default_checkpoint_interval() by default).
+  void set_checkpoint_interval(int32_t n_tokens);
   Result<SeqSlot> create_sequence() override;
   void free_sequence(SeqSlot seq) override;
   int32_t length(SeqSlot seq) const override;
@@ -39,7 +54,9 @@ class ModelModelRunner : public ModelRunner {
   Status draft(std::span<const RunnerToken> batch, std::vector<float>* logits) override;
 
   const Model& model() const { return *model_; }
+  // Tokens re-run to rebuild state (truncate and copy_prefix), and checkpoints held (shared ones once).
   int64_t replayed_tokens() const { return replayed_tokens_; }
+  int64_t checkpoints_held() const;
 
  private:
   struct Snapshot {
@@ -48,6 +65,19 @@ class ModelModelRunner : public ModelRunner {
     std::vector<int64_t> entry_counts;   // per layer then per MTP layer: compressor, index_keys
     int64_t n_tokens = 0;
     int64_t n_mtp_tokens = 0;
+  };
+  // The whole state after the first n_tokens tokens; immutable once taken.
+  struct Checkpoint {
+    int64_t n_tokens = 0;
+    SequenceState state;        // compressed rows share the sequence's pages (copy-on-write)
+    std::vector<float> last_h;  // [hc_mult, dim] final streams at position n_tokens - 1
+  };
+  // What a forward must put back if it fails halfway (all or nothing).
+  struct Undo {
+    Snapshot snap;
+    std::vector<float> last_h;
+    size_t n_tokens = 0;
+    size_t n_checkpoints = 0;
   };
   struct Seq {
     bool live = false;
@@ -60,20 +90,30 @@ class ModelModelRunner : public ModelRunner {
     bool drafting = false;         // MTP state advanced by draft steps; `draft_snap` undoes them
     Snapshot draft_snap;
     std::vector<float> draft_h;    // [hc_mult, dim] MTP output streams of the last draft step
+    std::vector<std::shared_ptr<const Checkpoint>> checkpoints;  // increasing n_tokens
   };
 
   Snapshot take(const SequenceState& st, bool main_too) const;
   void restore(const Snapshot& s, SequenceState* st, bool main_too) const;
   void end_draft(Seq& s);
   Status check(SeqSlot seq, const char* what) const;
-  // The main forward plus the MTP catch-up; snapshots first when `snapshot`.
+  // The main forward plus the MTP catch-up, split where a sequence reaches a checkpoint position; on
+  // error every sequence of the batch is back where it was. Keeps the pre-call state for truncate()
+  // when `snapshot`.
   Status run(std::span<const RunnerToken> batch, std::vector<float>* logits, bool snapshot);
+  // One piece of run(): forward, MTP catch-up, kept tokens and streams.
+  Status run_segment(std::span<const RunnerToken> batch, std::vector<float>* logits);
+  Status copy_state(Seq& d, Seq& s, SeqSlot dst, int32_t len);
+  // Replays tokens [from, to) of `tokens` into slot `seq` (whose state has length `from`).
+  Status replay(SeqSlot seq, const std::vector<int32_t>& tokens, int64_t from, int64_t to);
 
   std::unique_ptr<Model> model_;
   RunnerInfo info_;
   bool has_mtp_ = false;
   std::vector<Seq> seqs_;
   int64_t replayed_tokens_ = 0;
+  bool checkpoints_on_ = false;
+  int32_t checkpoint_interval_ = 0;
 };
 
 }  // namespace dsv4

@@ -64,6 +64,12 @@ struct RunnerInfo {
   int32_t max_rollback = 0;
   bool has_mtp = false;  // draft() is available
   StateFootprint footprint;
+  // Prefix reuse (keep_checkpoints(true)): the sequence keeps a restorable copy of its state every
+  // `checkpoint_interval` tokens, so copy_prefix() replays at most that many tokens from its kept tokens;
+  // each copy costs at most `checkpoint_bytes` (0 interval: no checkpoints, a copy far behind the
+  // source's end replays its whole prefix).
+  int32_t checkpoint_interval = 0;
+  int64_t checkpoint_bytes = 0;
 };
 
 class ModelRunner {
@@ -72,6 +78,17 @@ class ModelRunner {
 
   virtual const RunnerInfo& info() const = 0;
   virtual RunnerMemory memory() const { return {}; }
+
+  // Binds the memory of every sequence's state (checkpoints included) to `bytes` (0 = unlimited): a
+  // forward() that would need more fails with kResourceExhausted and changes nothing. Called while no
+  // sequence exists. Runners without a bounded store accept any budget.
+  virtual Status set_state_budget(int64_t bytes) {
+    (void)bytes;
+    return Status::ok();
+  }
+  // Turns the prefix-reuse checkpoints on or off (info().checkpoint_interval reads 0 when off). Called
+  // while no sequence exists. Runners that copy prefixes cheaply anyway ignore it.
+  virtual void keep_checkpoints(bool on) { (void)on; }
 
   // A fresh, empty sequence state (length 0). kResourceExhausted when the runner has no slot left.
   virtual Result<SeqSlot> create_sequence() = 0;
@@ -90,7 +107,8 @@ class ModelRunner {
 
   // `dst` (an empty sequence) becomes exactly the state of `src` after its first `len` tokens; used by
   // the prefix cache. Any len <= length(src) is allowed: a copy ending mid-window or mid-compression-block
-  // is rebuilt exactly (the runner may recompute the tail from tokens it kept).
+  // is rebuilt exactly (the runner may recompute the tail from tokens it kept: at most
+  // info().checkpoint_interval of them when checkpoints are kept). On error `dst` is left empty.
   virtual Status copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) = 0;
 
   // One MTP draft step for each listed sequence (spec §2.11): the draft head consumes `token` at `pos`

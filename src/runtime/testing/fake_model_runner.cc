@@ -129,9 +129,28 @@ void FakeModelRunner::logits_row(uint64_t seed, float* row) const {
   }
 }
 
+Status FakeModelRunner::set_state_budget(int64_t bytes) {
+  if (bytes < 0) return invalid_argument("fake_runner.bad_budget", "budget must be >= 0");
+  budget_bytes_ = bytes;
+  return Status::ok();
+}
+
+int64_t FakeModelRunner::state_bytes() const {
+  int64_t n = 0;
+  for (const SeqState& s : seqs_) {
+    if (s.live) n += info_.footprint.per_seq() + info_.footprint.per_token() * s.core.len;
+  }
+  return n;
+}
+
 Status FakeModelRunner::forward(std::span<const RunnerToken> batch, std::vector<float>* logits) {
   logits->clear();
   ++forward_calls_;
+  if (budget_bytes_ > 0 &&
+      state_bytes() + info_.footprint.per_token() * static_cast<int64_t>(batch.size()) > budget_bytes_) {
+    ++refused_forwards_;
+    return resource_exhausted("fake_runner.budget", "the batch would grow the state past the budget");
+  }
   const uint64_t leak = batch.empty() ? 0 : static_cast<uint64_t>(batch[0].token);
   for (const RunnerToken& t : batch) {
     DSV4_RETURN_IF_ERROR(check_slot(t.seq, "forward"));

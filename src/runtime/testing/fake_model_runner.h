@@ -38,6 +38,10 @@ class FakeModelRunner : public ModelRunner {
   explicit FakeModelRunner(FakeModelOptions options = {});
 
   const RunnerInfo& info() const override { return info_; }
+  // The fake's memory is its footprint: per_seq() + per_token() x length for each live sequence. With a
+  // budget, a forward that would grow it past the budget fails with kResourceExhausted, changing nothing.
+  Status set_state_budget(int64_t bytes) override;
+  int64_t state_bytes() const;
   Result<SeqSlot> create_sequence() override;
   void free_sequence(SeqSlot seq) override;
   int32_t length(SeqSlot seq) const override;
@@ -51,6 +55,7 @@ class FakeModelRunner : public ModelRunner {
   int64_t forward_calls() const { return forward_calls_; }
   int64_t replayed_tokens() const { return replayed_tokens_; }
   int32_t live_sequences() const { return live_; }
+  int64_t refused_forwards() const { return refused_forwards_; }
 
  private:
   // The state one position summary reads; the MTP draft scratch is a copy of it.
@@ -86,6 +91,8 @@ class FakeModelRunner : public ModelRunner {
   int64_t forward_tokens_ = 0;
   int64_t forward_calls_ = 0;
   int64_t replayed_tokens_ = 0;
+  int64_t budget_bytes_ = 0;  // 0 = unlimited
+  int64_t refused_forwards_ = 0;
 };
 
 }  // namespace dsv4::testing

@@ -82,7 +82,8 @@ void EngineImpl::publish_stats() {
   s.kv_page_bytes_held = mem.bytes_held();
   // Compressed rows and keys: what the page stores really hold when the runner has them, else the estimate.
   s.state_bytes_in_use = used.window_ring_per_seq + used.compressor_partial_per_seq +
-                         (mem.kv_page_bytes > 0 ? mem.bytes_in_use() : used.per_token() + used.kv_page_slack_per_seq);
+                         (mem.kv_page_bytes > 0 ? mem.bytes_in_use() : used.per_token() + used.kv_page_slack_per_seq) +
+                         core_.checkpoint_bytes_in_use();
   s.state_bytes_budget = static_cast<int64_t>(core_.plan().n_blocks) * core_.plan().block_bytes;
   std::lock_guard<std::mutex> lock(mu_);
   core_waiting_ = core_.n_waiting();
@@ -133,6 +134,9 @@ Result<std::unique_ptr<Engine>> create_engine(std::unique_ptr<ModelRunner> runne
   }
   if (options.core.max_batch_tokens < 1 + std::min(options.core.speculative_k, ri.max_rollback) || options.core.max_running < 1 || options.max_queue < 1) {
     return invalid_argument("engine.bad_options", "batch tokens must be >= 1 + speculative_k; running sequences and queue >= 1");
+  }
+  if (options.core.runner_budget_bytes < -1) {
+    return invalid_argument("engine.bad_options", "runner_budget_bytes must be -1 (pool_bytes), 0 (unlimited) or a budget");
   }
   if (options.core.pool_blocks <= 0) {
     auto plan = plan_pool(ri.footprint, options.core.pool_bytes, options.core.block_tokens);

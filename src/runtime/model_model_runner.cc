@@ -333,7 +333,9 @@ Status ModelModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
     return invalid_argument("runner.bad_copy", "copy_prefix needs an empty dst and len <= length(src)");
   }
   end_draft(s);
+  const int64_t replayed_before = replayed_tokens_;
   const Status st = copy_state(d, s, dst, len);
+  prefix_replayed_tokens_ += replayed_tokens_ - replayed_before;
   if (!st.is_ok()) {  // dst back to empty, whatever the failure left
     d = Seq{};
     d.live = true;

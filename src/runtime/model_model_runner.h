@@ -54,8 +54,10 @@ class ModelModelRunner : public ModelRunner {
   Status draft(std::span<const RunnerToken> batch, std::vector<float>* logits) override;
 
   const Model& model() const { return *model_; }
-  // Tokens re-run to rebuild state (truncate and copy_prefix), and checkpoints held (shared ones once).
+  // Tokens re-run to rebuild state (truncate and copy_prefix; copy_prefix alone), and checkpoints held
+  // (shared ones once).
   int64_t replayed_tokens() const { return replayed_tokens_; }
+  int64_t prefix_replayed_tokens() const { return prefix_replayed_tokens_; }
   int64_t checkpoints_held() const;
 
  private:
@@ -112,6 +114,7 @@ class ModelModelRunner : public ModelRunner {
   bool has_mtp_ = false;
   std::vector<Seq> seqs_;
   int64_t replayed_tokens_ = 0;
+  int64_t prefix_replayed_tokens_ = 0;
   bool checkpoints_on_ = false;
   int32_t checkpoint_interval_ = 0;
 };

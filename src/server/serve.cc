@@ -107,6 +107,11 @@ Result<ServeBackend> load_model_backend(const BackendOptions& options) {
                                                  eo.core.block_tokens));
   const int64_t blocks = static_cast<int64_t>(plan.blocks_for(ctx)) * options.max_concurrency;
   eo.core.pool_blocks = static_cast<int32_t>(std::min<int64_t>(blocks, int64_t{1} << 30));
+  eo.core.prefix_cache_entries = options.prefix_cache_entries;
+  if (options.state_budget_bytes > 0) {  // a real budget: admission's pool and the model's pages
+    eo.core.pool_blocks = 0;
+    eo.core.pool_bytes = options.state_budget_bytes;
+  }
   auto engine = create_engine(std::move(runner).value(), eo, std::make_shared<TokenizerDetokenizer>(tokenizer));
   if (!engine.is_ok()) return with_context(engine.status(), "cannot start the engine: ");
   ServeBackend backend;

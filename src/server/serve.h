@@ -24,6 +24,10 @@ struct BackendOptions {
   int32_t max_concurrency = 16;  // sequences run at once; the state pool fits this many full contexts
   int32_t max_queue = 64;        // requests the engine accepts beyond those
   int64_t ctx_size = 0;          // 0: the model's max context; larger than it is an error
+  // Per-sequence state the engine may hold (admission and the model's page pools); 0: room for
+  // max_concurrency full contexts in admission's plan, the pools unbounded.
+  int64_t state_budget_bytes = 0;
+  int32_t prefix_cache_entries = 0;  // finished sequences kept for prefix reuse
   std::string served_model_name; // the engine's model name
   bool progress_bar = true;      // loading progress on stderr
   ModelOptions model;            // backend, threads, ISA (the progress hook is set here)

@@ -25,6 +25,10 @@ constexpr const char* kUsage = R"(usage: dsv4 serve [--model DIR] [options]
   --max-concurrency N       sequences run at once (default 16)
   --max-queue N             sequences allowed to wait beyond that; more get 429 (default 64)
   --ctx-size N              context limit in tokens (default: the model's maximum; larger is an error)
+  --state-budget-mib M      bytes of per-sequence state (rows, rings, checkpoints) the engine may hold,
+                            binding admission and the model's page pools; past it sequences wait or are
+                            preempted (default 0: room for --max-concurrency full contexts, pools unbounded)
+  --prefix-cache N          finished sequences kept for prefix reuse (default 0: off)
   --served-model-name NAME  the model id clients use (default: the model directory's name)
   --cors-origin ORIGIN      send CORS headers for ORIGIN (default: off)
   --drain-timeout-s S       on SIGTERM, how long running requests may finish (default 30)
@@ -37,7 +41,8 @@ int cmd_serve(int argc, char** argv) {
   // Before any thread exists: the engine's and the server's threads inherit the blocked mask.
   server::block_shutdown_signals();
   std::vector<std::string> flags = {"--model", "--host", "--port", "--api-key", "--max-concurrency", "--max-queue",
-                                     "--ctx-size", "--served-model-name", "--cors-origin", "--drain-timeout-s"};
+                                     "--ctx-size", "--served-model-name", "--cors-origin", "--drain-timeout-s",
+                                     "--state-budget-mib", "--prefix-cache"};
   flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
   auto parsed = Args::parse(argc, argv, flags, {"--fake-engine", "--help"});
   if (!parsed.is_ok()) {
@@ -61,7 +66,10 @@ int cmd_serve(int argc, char** argv) {
   auto queue = args.get_int("--max-queue", 64, 0, 1 << 20);
   auto ctx = args.get_int("--ctx-size", 0, 0, int64_t{1} << 40);
   auto drain = args.get_int("--drain-timeout-s", 30, 0, 3600);
-  for (const Status* s : {&port.status(), &conc.status(), &queue.status(), &ctx.status(), &drain.status()}) {
+  auto budget_mib = args.get_int("--state-budget-mib", 0, 0, int64_t{1} << 30);
+  auto prefix_cache = args.get_int("--prefix-cache", 0, 0, 1 << 16);
+  for (const Status* s : {&port.status(), &conc.status(), &queue.status(), &ctx.status(), &drain.status(),
+                          &budget_mib.status(), &prefix_cache.status()}) {
     if (!s->is_ok()) return report_error("serve", *s);
   }
   so.port = static_cast<int>(*port);
@@ -101,6 +109,8 @@ int cmd_serve(int argc, char** argv) {
     bo.max_concurrency = so.max_concurrency;
     bo.max_queue = so.max_queue;
     bo.ctx_size = so.ctx_size;
+    bo.state_budget_bytes = *budget_mib << 20;
+    bo.prefix_cache_entries = static_cast<int32_t>(*prefix_cache);
     bo.served_model_name = so.served_model_name;
     bo.model = *model_options;
     auto loaded = server::load_model_backend(bo);

@@ -216,23 +216,18 @@ void Generation::apply_delta(int index, const OutputDelta& d, const std::vector<
   chunks->push_back(chunk_json(index, dump(delta), want_logprobs ? tokens : std::vector<TokenEvent>{}, nullptr));
 }
 
-std::string Generation::chunk_json(int index, const std::string& payload, const std::vector<TokenEvent>& tokens,
-                                   const char* finish_reason) const {
+Json Generation::envelope(bool chunk) const {
+  const bool chat = plan_.endpoint == Endpoint::kChat;
   Json j;
   j["id"] = id_;
-  j["object"] = plan_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
+  j["object"] = chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
   j["created"] = created_;
   j["model"] = plan_.model;
-  Json choice;
-  choice["index"] = index;
+  return j;
+}
+
+Json Generation::logprobs_json(const std::vector<TokenEvent>& tokens) const {
   if (plan_.endpoint == Endpoint::kChat) {
-    choice["delta"] = payload.empty() ? Json::object() : Json::parse(payload);
-  } else {
-    choice["text"] = payload;
-  }
-  if (tokens.empty()) {
-    choice["logprobs"] = nullptr;
-  } else if (plan_.endpoint == Endpoint::kChat) {
     Json content = Json::array();
     for (const auto& ev : tokens) {
       Json e;
@@ -247,18 +242,30 @@ std::string Generation::chunk_json(int index, const std::string& payload, const 
       e["top_logprobs"] = std::move(top);
       content.push_back(std::move(e));
     }
-    choice["logprobs"] = Json{{"content", std::move(content)}};
-  } else {
-    Json toks = Json::array(), lps = Json::array(), tops = Json::array();
-    for (const auto& ev : tokens) {
-      toks.push_back(ev.text);
-      lps.push_back(ev.logprob->logprob);
-      Json top = Json::object();
-      for (const auto& alt : ev.top_logprobs) top[alt.token == ev.token ? ev.text : codec_.token_text(alt.token)] = alt.logprob;
-      tops.push_back(std::move(top));
-    }
-    choice["logprobs"] = Json{{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+    return Json{{"content", std::move(content)}};
   }
+  Json toks = Json::array(), lps = Json::array(), tops = Json::array();
+  for (const auto& ev : tokens) {
+    toks.push_back(ev.text);
+    lps.push_back(ev.logprob->logprob);
+    Json top = Json::object();
+    for (const auto& alt : ev.top_logprobs) top[alt.token == ev.token ? ev.text : codec_.token_text(alt.token)] = alt.logprob;
+    tops.push_back(std::move(top));
+  }
+  return Json{{"tokens", toks}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+}
+
+std::string Generation::chunk_json(int index, const std::string& payload, const std::vector<TokenEvent>& tokens,
+                                   const char* finish_reason) const {
+  Json j = envelope(/*chunk=*/true);
+  Json choice;
+  choice["index"] = index;
+  if (plan_.endpoint == Endpoint::kChat) {
+    choice["delta"] = payload.empty() ? Json::object() : Json::parse(payload);
+  } else {
+    choice["text"] = payload;
+  }
+  choice["logprobs"] = tokens.empty() ? Json(nullptr) : logprobs_json(tokens);
   choice["finish_reason"] = finish_reason ? Json(finish_reason) : Json(nullptr);
   j["choices"] = Json::array({std::move(choice)});
   if (plan_.sampling.include_usage) j["usage"] = nullptr;
@@ -274,7 +281,7 @@ std::vector<std::string> Generation::opening_chunks() const {
   return out;
 }
 
-std::string Generation::usage_json_fragment() const {
+Json Generation::usage_json() const {
   int64_t completion = 0, reasoning = 0;
   for (const auto& c : choices_) {
     completion += c.completion_tokens;
@@ -286,32 +293,23 @@ std::string Generation::usage_json_fragment() const {
   u["completion_tokens"] = completion;
   u["total_tokens"] = prompt + completion;
   if (plan_.endpoint == Endpoint::kChat) u["completion_tokens_details"] = Json{{"reasoning_tokens", reasoning}};
-  return dump(u);
+  return u;
 }
 
 std::string Generation::usage_chunk() const {
-  Json j;
-  j["id"] = id_;
-  j["object"] = plan_.endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion";
-  j["created"] = created_;
-  j["model"] = plan_.model;
+  Json j = envelope(/*chunk=*/true);
   j["choices"] = Json::array();
-  j["usage"] = Json::parse(usage_json_fragment());
+  j["usage"] = usage_json();
   return dump(j);
 }
 
 std::string Generation::response_body() const {
-  Json j;
-  j["id"] = id_;
-  j["object"] = plan_.endpoint == Endpoint::kChat ? "chat.completion" : "text_completion";
-  j["created"] = created_;
-  j["model"] = plan_.model;
+  Json j = envelope(/*chunk=*/false);
   Json choices = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     Json choice;
     choice["index"] = static_cast<int>(i);
-    std::vector<TokenEvent> toks = c.logprob_tokens;
     if (plan_.endpoint == Endpoint::kChat) {
       Json msg;
       msg["role"] = "assistant";
@@ -328,18 +326,12 @@ std::string Generation::response_body() const {
     } else {
       choice["text"] = c.content + c.reasoning;
     }
-    // Reuse the chunk formatter for the logprobs object, then lift it out.
-    if (!toks.empty()) {
-      Json tmp = Json::parse(chunk_json(static_cast<int>(i), plan_.endpoint == Endpoint::kChat ? "" : "", toks, nullptr));
-      choice["logprobs"] = tmp["choices"][0]["logprobs"];
-    } else {
-      choice["logprobs"] = nullptr;
-    }
+    choice["logprobs"] = c.logprob_tokens.empty() ? Json(nullptr) : logprobs_json(c.logprob_tokens);
     choice["finish_reason"] = c.finish_reason;
     choices.push_back(std::move(choice));
   }
   j["choices"] = std::move(choices);
-  j["usage"] = Json::parse(usage_json_fragment());
+  j["usage"] = usage_json();
   return dump(j);
 }
 

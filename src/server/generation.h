@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "dsv4/engine.h"
 #include "server/api_error.h"
 #include "server/api_types.h"
@@ -102,7 +104,11 @@ class Generation {
                    std::vector<std::string>* chunks);
   std::string chunk_json(int index, const std::string& delta_json_or_text, const std::vector<TokenEvent>& tokens,
                          const char* finish_reason) const;
-  std::string usage_json_fragment() const;
+  // The fields every response and chunk opens with: id, object (a chunk's or a whole response's), created, model.
+  nlohmann::ordered_json envelope(bool chunk) const;
+  // A choice's logprobs object in the endpoint's shape; tokens non-empty.
+  nlohmann::ordered_json logprobs_json(const std::vector<TokenEvent>& tokens) const;
+  nlohmann::ordered_json usage_json() const;
 
   Engine& engine_;
   const ChatCodec& codec_;

@@ -60,23 +60,57 @@ std::string endpoint_label(const std::string& path) {
   return "other";
 }
 
-// The front half both generation routes share: 503 while draining, the body parsed into `out` (`parse`
-// is parse_chat_request or parse_completion_request), 404 for a model this server does not serve.
+// 404 for a model id this server does not serve.
+ApiError model_not_found(std::string message) {
+  ApiError e = make_error(404, "invalid_request_error", "model_not_found", std::move(message));
+  e.param = "model";
+  return e;
+}
+
+// The endpoint's part of a plan. Chat: thinking and tool parsing as asked, and the messages (and tools)
+// rendered in the DeepSeek chat format as the prompt.
+Status plan_endpoint(const ChatCompletionRequest& creq, const ChatCodec& codec, GenerationPlan* plan) {
+  plan->endpoint = Endpoint::kChat;
+  plan->thinking = creq.thinking;
+  plan->parse_tools = !creq.tools.empty() && creq.tool_choice.kind != ToolChoiceKind::kNone;
+  Result<std::vector<int32_t>> ids = codec.encode_chat(creq);
+  if (!ids.is_ok()) return ids.status();
+  plan->prompt_ids = std::move(ids).value();
+  return Status::ok();
+}
+
+// Completions: the prompt as given token ids, or its text tokenized as it stands.
+Status plan_endpoint(const CompletionRequest& creq, const ChatCodec& codec, GenerationPlan* plan) {
+  plan->endpoint = Endpoint::kCompletion;
+  if (creq.prompt_ids) {
+    plan->prompt_ids = *creq.prompt_ids;
+    return Status::ok();
+  }
+  Result<std::vector<int32_t>> ids = codec.encode_text(*creq.prompt_text);
+  if (!ids.is_ok()) return ids.status();
+  plan->prompt_ids = std::move(ids).value();
+  return Status::ok();
+}
+
+// Everything both generation routes do before serving: 503 while draining, the body parsed (`parse` is
+// parse_chat_request or parse_completion_request), 404 for a model this server does not serve, then the
+// plan with the prompt tokenized. Returns the error to send, or fills `plan`.
 template <typename Request>
-std::optional<ApiError> read_generation_request(
+std::optional<ApiError> plan_generation(
     const std::string& body, std::optional<ApiError> (*parse)(std::string_view, const RequestLimits&, Request*),
-    const ServerOptions& options, bool draining, Request* out) {
+    const ServerOptions& options, bool draining, const ChatCodec& codec, GenerationPlan* plan) {
   if (draining) {
     return make_error(503, "server_overloaded", "shutting_down", "the server is shutting down", options.retry_after_s);
   }
-  if (auto err = parse(body, options.limits, out)) return err;
-  if (out->model != options.served_model_name) {
-    ApiError e = make_error(404, "invalid_request_error", "model_not_found",
-                            "the model '" + out->model + "' does not exist; this server serves '" +
-                                options.served_model_name + "'");
-    e.param = "model";
-    return e;
+  Request creq;
+  if (auto err = parse(body, options.limits, &creq)) return err;
+  if (creq.model != options.served_model_name) {
+    return model_not_found("the model '" + creq.model + "' does not exist; this server serves '" +
+                           options.served_model_name + "'");
   }
+  plan->model = creq.model;
+  plan->sampling = creq.sampling;
+  if (Status st = plan_endpoint(creq, codec, plan); !st.is_ok()) return api_error_from_status(st);
   return std::nullopt;
 }
 
@@ -196,49 +230,21 @@ HttpServer::HttpServer(Engine& engine, const ChatCodec& codec, ServerOptions opt
     res.set_content(j.dump(), "application/json");
   });
   svr.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != options_.served_model_name) {
-      ApiError e = make_error(404, "invalid_request_error", "model_not_found", "the model does not exist");
-      e.param = "model";
-      return send_error(res, e);
-    }
+    if (req.matches[1] != options_.served_model_name) return send_error(res, model_not_found("the model does not exist"));
     res.set_content(model_json().dump(), "application/json");
   });
 
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    ChatCompletionRequest creq;
-    if (auto err = read_generation_request(req.body, &parse_chat_request, options_, draining_, &creq)) {
-      return send_error(res, *err);
-    }
-    GenerationPlan plan;
-    plan.endpoint = Endpoint::kChat;
-    plan.model = creq.model;
-    plan.thinking = creq.thinking;
-    plan.parse_tools = !creq.tools.empty() && creq.tool_choice.kind != ToolChoiceKind::kNone;
-    plan.sampling = creq.sampling;
-    Result<std::vector<int32_t>> ids = codec_.encode_chat(creq);
-    if (!ids.is_ok()) return send_error(res, api_error_from_status(ids.status()));
-    plan.prompt_ids = std::move(ids).value();
-    serve_generation(req, res, std::move(plan));
-  });
-
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    CompletionRequest creq;
-    if (auto err = read_generation_request(req.body, &parse_completion_request, options_, draining_, &creq)) {
-      return send_error(res, *err);
-    }
-    GenerationPlan plan;
-    plan.endpoint = Endpoint::kCompletion;
-    plan.model = creq.model;
-    plan.sampling = creq.sampling;
-    if (creq.prompt_ids) {
-      plan.prompt_ids = *creq.prompt_ids;
-    } else {
-      Result<std::vector<int32_t>> ids = codec_.encode_text(*creq.prompt_text);
-      if (!ids.is_ok()) return send_error(res, api_error_from_status(ids.status()));
-      plan.prompt_ids = std::move(ids).value();
-    }
-    serve_generation(req, res, std::move(plan));
-  });
+  auto generation_route = [this](auto parse) {
+    return [this, parse](const httplib::Request& req, httplib::Response& res) {
+      GenerationPlan plan;
+      if (auto err = plan_generation(req.body, parse, options_, draining_.load(), codec_, &plan)) {
+        return send_error(res, *err);
+      }
+      serve_generation(req, res, std::move(plan));
+    };
+  };
+  svr.Post("/v1/chat/completions", generation_route(&parse_chat_request));
+  svr.Post("/v1/completions", generation_route(&parse_completion_request));
 }
 
 void HttpServer::serve_generation(const httplib::Request& req, httplib::Response& res, GenerationPlan plan) {

@@ -3,33 +3,11 @@
 // whose completions are injected per prompt (the texts below must match that test's script).
 // usage: node openai_e2e.js <baseURL> <model> <apiKey> [--tools]
 'use strict';
-const assert = require('assert');
 const OpenAI = require('openai');
+const { ok, eq, expectApiError, collectChat, run } = require('./check');
 
 const [baseURL, model, apiKey, ...flags] = process.argv.slice(2);
 const withTools = flags.includes('--tools');
-let checks = 0;
-function ok(cond, what) {
-  assert.ok(cond, what);
-  checks++;
-}
-function eq(a, b, what) {
-  assert.deepStrictEqual(a, b, what);
-  checks++;
-}
-
-async function expectApiError(promise, status, code, what) {
-  try {
-    await promise;
-  } catch (e) {
-    ok(e instanceof OpenAI.APIError, `${what}: an APIError (${e})`);
-    eq(e.status, status, `${what}: status`);
-    if (code) eq(e.code, code, `${what}: code`);
-    ok(typeof e.message === 'string' && e.message.length > 0, `${what}: message`);
-    return e;
-  }
-  assert.fail(`${what}: expected an APIError ${status}`);
-}
 
 async function main() {
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30000 });
@@ -69,26 +47,12 @@ async function main() {
     stream: true,
     stream_options: { include_usage: true },
   });
-  let content = '';
-  let reasoning = '';
-  let finish = null;
-  let usage = null;
-  let nChunks = 0;
-  for await (const chunk of stream) {
-    nChunks++;
-    eq(chunk.object, 'chat.completion.chunk', 'chunk object');
-    if (chunk.usage) usage = chunk.usage;
-    if (!chunk.choices.length) continue;
-    const d = chunk.choices[0].delta;
-    if (d.content) content += d.content;
-    if (d.reasoning_content) reasoning += d.reasoning_content;
-    if (chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
-  }
-  ok(nChunks > 3, 'several chunks');
-  eq(content, r.choices[0].message.content, 'streamed content');
-  eq(reasoning, r.choices[0].message.reasoning_content, 'streamed reasoning');
-  eq(finish, 'stop', 'streamed finish_reason');
-  eq(usage.completion_tokens, r.usage.completion_tokens, 'streamed usage');
+  const s = await collectChat(stream);
+  ok(s.chunks > 3, 'several chunks');
+  eq(s.content, r.choices[0].message.content, 'streamed content');
+  eq(s.reasoning, r.choices[0].message.reasoning_content, 'streamed reasoning');
+  eq(s.finish, 'stop', 'streamed finish_reason');
+  eq(s.usage.completion_tokens, r.usage.completion_tokens, 'streamed usage');
 
   // Completions.
   const c = await client.completions.create({ model, prompt: 'Once upon', max_tokens: 16 });
@@ -124,23 +88,11 @@ async function main() {
     ok(/^call_[A-Za-z0-9]{24}$/.test(msg.tool_calls[0].id), 'tool call id');
 
     // Streamed: the call arrives as deltas whose arguments concatenate to the same JSON.
-    const ts = await client.chat.completions.create({ model, messages, tools, stream: true });
-    const calls = {};
-    let tfinish = null;
-    for await (const chunk of ts) {
-      if (!chunk.choices.length) continue;
-      for (const tc of chunk.choices[0].delta.tool_calls || []) {
-        calls[tc.index] = calls[tc.index] || { id: '', name: '', arguments: '' };
-        if (tc.id) calls[tc.index].id = tc.id;
-        if (tc.function && tc.function.name) calls[tc.index].name = tc.function.name;
-        if (tc.function && tc.function.arguments) calls[tc.index].arguments += tc.function.arguments;
-      }
-      if (chunk.choices[0].finish_reason) tfinish = chunk.choices[0].finish_reason;
-    }
-    eq(tfinish, 'tool_calls', 'streamed tool finish');
-    eq(calls[0].name, 'get_weather', 'streamed tool name');
-    eq(JSON.parse(calls[0].arguments), { city: 'Paris', days: 2 }, 'streamed tool arguments');
-    ok(calls[0].id !== msg.tool_calls[0].id, 'tool call ids are unique');
+    const ts = await collectChat(await client.chat.completions.create({ model, messages, tools, stream: true }));
+    eq(ts.finish, 'tool_calls', 'streamed tool finish');
+    eq(ts.toolCalls[0].name, 'get_weather', 'streamed tool name');
+    eq(JSON.parse(ts.toolCalls[0].arguments), { city: 'Paris', days: 2 }, 'streamed tool arguments');
+    ok(ts.toolCalls[0].id !== msg.tool_calls[0].id, 'tool call ids are unique');
 
     // Round trip: the call and its result go back; the model answers.
     const back = await client.chat.completions.create({
@@ -175,10 +127,6 @@ async function main() {
   }
   eq(seen, 5, 'abort after 5 chunks');
 
-  console.log(`openai e2e: ${checks} checks passed`);
 }
 
-main().catch((e) => {
-  console.error('openai e2e FAILED:', e);
-  process.exit(1);
-});
+run('openai e2e', main);

@@ -3,52 +3,10 @@
 // streaming == non-streaming), not content. Driven by tests/server/real_model_serve_test.cc.
 // usage: node openai_real_model_e2e.js <baseURL> <model> <apiKey>
 'use strict';
-const assert = require('assert');
 const OpenAI = require('openai');
+const { ok, eq, expectApiError, collectChat, run } = require('./check');
 
 const [baseURL, model, apiKey] = process.argv.slice(2);
-let checks = 0;
-function ok(cond, what) {
-  assert.ok(cond, what);
-  checks++;
-}
-function eq(a, b, what) {
-  assert.deepStrictEqual(a, b, what);
-  checks++;
-}
-
-async function expectApiError(promise, status, code, what) {
-  try {
-    await promise;
-  } catch (e) {
-    ok(e instanceof OpenAI.APIError, `${what}: an APIError (${e})`);
-    eq(e.status, status, `${what}: status`);
-    if (code) eq(e.code, code, `${what}: code`);
-    return e;
-  }
-  assert.fail(`${what}: expected an APIError ${status}`);
-}
-
-async function collectChat(stream) {
-  const out = { content: '', reasoning: '', finish: null, usage: null, chunks: 0, toolCalls: {} };
-  for await (const chunk of stream) {
-    out.chunks++;
-    eq(chunk.object, 'chat.completion.chunk', 'chunk object');
-    if (chunk.usage) out.usage = chunk.usage;
-    if (!chunk.choices.length) continue;
-    const d = chunk.choices[0].delta;
-    if (d.content) out.content += d.content;
-    if (d.reasoning_content) out.reasoning += d.reasoning_content;
-    for (const tc of d.tool_calls || []) {
-      const c = (out.toolCalls[tc.index] = out.toolCalls[tc.index] || { id: '', name: '', arguments: '' });
-      if (tc.id) c.id = tc.id;
-      if (tc.function && tc.function.name) c.name = tc.function.name;
-      if (tc.function && tc.function.arguments) c.arguments += tc.function.arguments;
-    }
-    if (chunk.choices[0].finish_reason) out.finish = chunk.choices[0].finish_reason;
-  }
-  return out;
-}
 
 async function main() {
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
@@ -136,10 +94,6 @@ async function main() {
     if (++seen === 4) break;
   }
   eq(seen, 4, 'abort after 4 chunks');
-  console.log(`openai real-model e2e: ${checks} checks passed`);
 }
 
-main().catch((e) => {
-  console.error('openai real-model e2e FAILED:', e);
-  process.exit(1);
-});
+run('openai real-model e2e', main);

@@ -16,6 +16,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/attention_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -24,25 +25,8 @@ namespace {
 constexpr int64_t kMaxHeads = 64;  // four 16-head C tiles
 constexpr int64_t kMaxDim = 256;   // the key scratch below: 16 keys × kMaxDim bf16
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
 // Tiles 0-3: C (16 keys × 16 heads fp32), 4: A (16 keys × 32 bf16), 5: B (16 pairs × 16 heads).
-void configure_tiles() {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  for (int t = 0; t < 6; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
+constexpr int kTilesUsed = 6;
 
 // 32 floats → 32 bf16 (their top halves; exact when the low halves are zero), in order.
 inline __m512i narrow32(const float* x) {
@@ -92,7 +76,7 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
   const __m512i gather_idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                 _mm512_set1_epi32(static_cast<int>(kMaxHeads)));
   const __m512 zero = _mm512_setzero_ps();
-  configure_tiles();
+  amx_configure_tiles(kTilesUsed);
   for (int64_t t0 = k0; t0 < k1; t0 += 16) {
     const int64_t nk = k1 - t0 < 16 ? k1 - t0 : 16;
     if (!bf16_exact(keys + t0 * d, nk * d)) {

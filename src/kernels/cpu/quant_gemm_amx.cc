@@ -8,30 +8,14 @@
 
 #include <cstring>
 
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels::detail {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
 // Tiles: 0, 1 = C (16 rows × 16 tokens fp32), 2 = A (16 rows × 32 bf16), 3, 4 = B (16 pairs × 16 tokens).
-void configure_tiles() {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  for (int t = 0; t < 5; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
+constexpr int kTilesUsed = 5;
 
 // NOTE: this file is compiled with AVX-512/AMX flags, so it must not instantiate or emit any inline or
 // template code shared with baseline files (std containers, core/formats.h helpers): the linker could
@@ -85,7 +69,7 @@ void amx_rows(int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens
               bool round_bf16, uint16_t* apack, DecodeBlock decode_block) {
   const int64_t steps = k / 32, token_tiles = (n_tokens + 15) / 16;
   alignas(64) float c[2][16][16];
-  configure_tiles();
+  amx_configure_tiles(kTilesUsed);
   // Token tiles are taken in chunks whose packed activations (≤ 512 KB) stay in L2 while the chunk sweeps
   // this thread's row blocks; each chunk re-decodes the row block (amortised over up to 8 × 16 tokens).
   // One token tile packs 16·k bf16 = 32·k bytes.

@@ -45,12 +45,12 @@ struct ChatRenderOptions {
   ThinkingMode thinking = ThinkingMode::kThinking;
   // Thinking mode only. Original V4 release ladder: "max" → the P_MAX preamble; "high", "medium",
   // "low", "minimal", "xhigh" or absent → none; "none" → chat mode (spec §2.1). Others are rejected.
-  std::optional<std::string> reasoning_effort;
+  std::optional<std::string> reasoning_effort{};  // {} here and below: designated initializers may omit it warning-free
   std::string tool_choice = "auto";  // auto | none | required | <function name>; "none" hides the tools
   bool json_response_format = false;
   // The response_format object as JSON text; when json_response_format is set without it,
   // {"type": "json_object"} is rendered.
-  std::string response_format_json;
+  std::string response_format_json{};
   bool add_generation_prompt = true;  // false: a final user turn gets no "<｜Assistant｜>…" prefix
   // The final assistant message is a prefix to continue: render it without its EOS (encoder wo_eos).
   bool continue_final_message = false;

@@ -178,7 +178,9 @@ TEST_F(RealModelServe, ChatStreamingEqualsNonStreaming) {
     EXPECT_EQ(msg["role"], "assistant");
     EXPECT_EQ(r["usage"]["completion_tokens"].get<int>() <= 6, true);
     EXPECT_EQ(r["usage"]["total_tokens"], r["usage"]["prompt_tokens"].get<int>() + r["usage"]["completion_tokens"].get<int>());
-    if (!thinking) EXPECT_FALSE(msg.contains("reasoning_content")) << r.dump();
+    if (!thinking) {
+      EXPECT_FALSE(msg.contains("reasoning_content")) << r.dump();
+    }
 
     auto events = post_stream("/v1/chat/completions", chat("Hello there", 6, thinking, true));
     ASSERT_GE(events.size(), 3u);

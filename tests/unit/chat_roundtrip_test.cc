@@ -37,7 +37,9 @@ TEST(ChatRoundTrip, OfficialVectorsParseBackToTheirMessages) {
       const ParsedCompletion p = parse_completion(std::string_view(prompt).substr(pos, end - pos),
                                                   kept ? ThinkingMode::kThinking : ThinkingMode::kChat);
       EXPECT_EQ(p.content, m.content.value_or(""));
-      if (kept) EXPECT_EQ(p.reasoning_content, m.reasoning_content.value_or(""));
+      if (kept) {
+        EXPECT_EQ(p.reasoning_content, m.reasoning_content.value_or(""));
+      }
       ASSERT_EQ(p.tool_calls.size(), m.tool_calls.size());
       for (size_t i = 0; i < m.tool_calls.size(); ++i) {
         EXPECT_EQ(p.tool_calls[i].name, m.tool_calls[i].name);

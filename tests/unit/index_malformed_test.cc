@@ -173,7 +173,9 @@ TEST_P(IndexMalformed, RejectedWithItsRule) {
   EXPECT_EQ(st.rule(), c.rule) << st.to_string();
   EXPECT_NE(st.message().find((dir / c.file).string()), std::string::npos)
       << "message must name " << c.file << ": " << st.message();
-  if (!c.tensor.empty()) EXPECT_NE(st.message().find("tensor '" + c.tensor + "'"), std::string::npos) << st.message();
+  if (!c.tensor.empty()) {
+    EXPECT_NE(st.message().find("tensor '" + c.tensor + "'"), std::string::npos) << st.message();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Rules, IndexMalformed, ::testing::ValuesIn(cases()),

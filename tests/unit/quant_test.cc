@@ -253,7 +253,9 @@ TEST(Quant, Pow2CeilFromBitsIsExactCeilLog2ForNormals) {
     const float p = std::ldexp(1.0f, k);
     EXPECT_EQ(pow2_ceil_from_bits(p), p) << "an exact power of two must not round up: 2^" << k;
     EXPECT_EQ(pow2_ceil_from_bits(ulps(p, 1)), 2 * p) << k;
-    if (k > -126) EXPECT_EQ(pow2_ceil_from_bits(ulps(p, -1)), p) << k;
+    if (k > -126) {
+      EXPECT_EQ(pow2_ceil_from_bits(ulps(p, -1)), p) << k;
+    }
   }
 }
 

@@ -144,8 +144,9 @@ TEST_P(SafetensorsMalformed, RejectedWithItsRule) {
     EXPECT_EQ(st.rule(), c.rule) << via << ": " << st.to_string();
     EXPECT_NE(st.message().find(path.string()), std::string::npos)
         << via << ": message must name the file: " << st.message();
-    if (!c.tensor.empty())
+    if (!c.tensor.empty()) {
       EXPECT_NE(st.message().find("tensor '" + c.tensor + "'"), std::string::npos) << via << ": " << st.message();
+    }
   };
   auto f = SafetensorsFile::open(path);
   ASSERT_FALSE(f.is_ok()) << "accepted a malformed file";

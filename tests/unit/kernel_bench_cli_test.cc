@@ -109,6 +109,22 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   }
   EXPECT_EQ(run["decode"][0]["batch"].get<int64_t>(), 1);
   EXPECT_EQ(run["decode"][2]["batch"].get<int64_t>(), 8);
+  // The bandwidth ceiling of batch b over batch 1 is b · bytes_step(1) / bytes_step(b), recomputed here
+  // from the byte columns; the achieved fraction is the measured speedup over it.
+  const double tps1 = run["decode"][0]["tokens_per_s"], step1 = run["decode"][0]["weight_bytes_per_step"];
+  for (const auto& row : run["decode"]) {
+    const auto b = static_cast<double>(row["batch"].get<int64_t>());
+    const double ceiling = b * step1 / row["weight_bytes_per_step"].get<double>();
+    EXPECT_NEAR(row["bandwidth_ceiling_over_batch1"].get<double>(), ceiling, 1e-9 * ceiling);
+    EXPECT_GE(ceiling, 1.0 - 1e-9);  // a batch never reads more than b single steps
+    EXPECT_LE(ceiling, b + 1e-9);
+    const double speedup = row["tokens_per_s"].get<double>() / tps1;
+    EXPECT_NEAR(row["tokens_per_s_over_batch1"].get<double>(), speedup, 1e-9 * speedup);
+    EXPECT_NEAR(row["fraction_of_ceiling"].get<double>(), speedup / ceiling, 1e-9 * speedup / ceiling);
+    EXPECT_GT(row["cpu_seconds"].get<double>(), 0.0);
+    EXPECT_NEAR(row["tokens_per_cpu_s"].get<double>(),
+                b * static_cast<double>(row["steps"].get<int64_t>()) / row["cpu_seconds"].get<double>(), 1e-6 * row["tokens_per_cpu_s"].get<double>());
+  }
 }
 
 TEST(KernelBenchCli, RejectsBadFlags) {

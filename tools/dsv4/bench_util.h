@@ -35,6 +35,14 @@ inline double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// CPU time of the whole process (every thread): with --threads 1 on a shared machine, tokens per CPU
+// second is the figure that does not move with the load.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // Runs `step(i)` (i = 0, 1, 2, ...) after one warm-up call until at least `min_time` seconds and
 // `min_iters` calls have passed; returns seconds per call.
 template <typename Step>

@@ -54,6 +54,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 
   // Group (token, weight) assignments by expert with a counting sort: slots in ascending expert id, tokens
   // ascending within a slot. The shared expert is the last slot and takes every token.
+  // Slot-indexed buffers at their largest (every expert active + the shared one) from the first call, so
+  // a later step with more distinct experts than before does not allocate.
+  for (std::vector<int32_t>* v : {&s.slot_expert, &s.slot_begin, &s.slot_fill, &s.row_offset})
+    v->reserve(static_cast<size_t>(w.n_experts + 2));
   std::vector<int32_t>& count = s.row_offset;  // reused: per-expert counts, then row offsets
   count.assign(static_cast<size_t>(w.n_experts + 1), 0);
   for (int64_t t = 0; t < n_tokens; ++t)
@@ -75,8 +79,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   }
   const int64_t n_routed_slots = static_cast<int64_t>(s.slot_expert.size());
   s.slot_begin.push_back(n_assign);
-  int32_t* assign_token = grow(s.assign_token, n_assign);
-  float* assign_weight = grow(s.assign_weight, n_assign);
+  // Buffers sized by assignments grow to the bound n_tokens·top_k, not this step's count: a later step
+  // of the same batch size never allocates.
+  const int64_t max_assign = n_tokens * top_k;
+  int32_t* assign_token = grow(s.assign_token, max_assign);
+  float* assign_weight = grow(s.assign_weight, max_assign);
   {
     std::vector<int32_t>& fill = s.slot_fill;
     fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
@@ -102,7 +109,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
 
   // Gathered activations per assignment ([n_assign, d], FP4 block order for the vector tiles).
-  float* xg = grow(s.xperm, static_cast<int64_t>(n_assign) * d);
+  float* xg = grow(s.xperm, max_assign * d);
   for (int32_t a = 0; a < n_assign; ++a) {
     const float* src = xq + static_cast<int64_t>(assign_token[a]) * d;
     if (permute) {
@@ -113,7 +120,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   }
   // h: routed [n_assign, n_inter] then shared [n_tokens, shared_inter].
   const int64_t shared_h_off = static_cast<int64_t>(n_assign) * n_inter;
-  float* h = grow(s.h, shared_h_off + n_tokens * shared_inter);
+  float* h = grow(s.h, max_assign * n_inter + n_tokens * shared_inter);
 
   // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch.
   for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
@@ -171,7 +178,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 
   // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to FP4 block order.
   const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
-  float* hp = grow(s.hperm, static_cast<int64_t>(n_assign) * n_inter);
+  float* hp = grow(s.hperm, max_assign * n_inter);
   for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const bool routed = r < n_assign;

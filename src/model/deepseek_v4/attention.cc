@@ -137,13 +137,23 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     for (int64_t i = 0; i < sn; ++i)
       for (int64_t h = 0; h < H; ++h) ref::apply_rope(so + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
   };
-  if (ctx.exec.backend == Backend::kReference && ctx.exec.pool != nullptr && segs.size() > 1) {
-    // The reference ops are single-threaded: sequences run side by side instead.
-    ctx.exec.pool->parallel_for(static_cast<int64_t>(segs.size()), 1, [&](int64_t b, int64_t e, int) {
+  // Sequences side by side on the pool: always on the reference backend, whose ops are single-threaded,
+  // and on the cpu backend for decode-sized batches (at least as many sequences as threads, each a few
+  // rows: too little work to split by heads without a pool wake-up per kernel call; the kernels then run
+  // on their chunk's thread). Otherwise (prefill chunks) the cpu kernels split each sequence's heads.
+  // Sequences touch disjoint rows and state, and every kernel gives the same bits on any thread.
+  constexpr int64_t kMaxDecodeRows = 8;  // a decode step's rows per sequence, MTP drafts included
+  const auto n_segs = static_cast<int64_t>(segs.size());
+  bool small_segs = true;
+  for (const BlockSegment& s : segs) small_segs &= s.n <= kMaxDecodeRows;
+  const bool by_sequence =
+      ctx.exec.pool != nullptr && n_segs > 1 &&
+      (ctx.exec.backend == Backend::kReference || (small_segs && n_segs >= ctx.exec.pool->n_threads()));
+  if (by_sequence) {
+    ctx.exec.pool->parallel_for(n_segs, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t s = b; s < e; ++s) attend(segs[static_cast<size_t>(s)]);
     });
   } else {
-    // The cpu kernels split each sequence's heads across the pool.
     for (const BlockSegment& s : segs) attend(s);
   }
 

@@ -7,8 +7,8 @@
 
 #include "core/formats.h"
 #include "core/quant.h"
+#include "kernels/cpu/compress_pool.h"
 #include "model/deepseek_v4/linear.h"
-#include "ops/reference/compressor.h"
 #include "ops/reference/hadamard.h"
 #include "ops/reference/norm.h"
 #include "ops/reference/rope.h"
@@ -36,22 +36,29 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
                 const std::vector<float>& freqs, CompressorState* st, int64_t b) {
   const int64_t r = w.ratio, dc = w.head_dim;
   std::vector<float> out(static_cast<size_t>(dc));
+  // The pooling reads the candidates in place (kernels/cpu/compress_pool.h: bit-identical to
+  // ref::compress_pool on every ISA, so both backends keep the reference's bits). Overlap: 2r candidates,
+  // block b−1 with its first-half channels, block b with its second-half channels; non-overlap: the r tokens.
+  const int64_t width = (w.overlap ? 2 : 1) * dc;
+  const int64_t n_cand = (w.overlap ? 2 : 1) * r;
+  thread_local std::vector<const float*> kv_rows, sc_rows;  // grow-only
+  kv_rows.resize(static_cast<size_t>(n_cand));
+  sc_rows.resize(static_cast<size_t>(n_cand));
+  for (int64_t j = 0; j < r; ++j) {
+    if (w.overlap) {
+      kv_rows[static_cast<size_t>(j)] = st->prev_kv.data() + j * width;
+      sc_rows[static_cast<size_t>(j)] = st->prev_score.data() + j * width;
+      kv_rows[static_cast<size_t>(r + j)] = st->kv.data() + j * width + dc;
+      sc_rows[static_cast<size_t>(r + j)] = st->score.data() + j * width + dc;
+    } else {
+      kv_rows[static_cast<size_t>(j)] = st->kv.data() + j * width;
+      sc_rows[static_cast<size_t>(j)] = st->score.data() + j * width;
+    }
+  }
+  kernels::compress_pool(kv_rows.data(), sc_rows.data(), n_cand, dc, out.data());
   if (w.overlap) {
-    // 2r candidates: block b−1 with its first-half channels, block b with its second-half channels.
-    const int64_t width = 2 * dc;
-    std::vector<float> kv(static_cast<size_t>(2 * r * dc)), sc(static_cast<size_t>(2 * r * dc));
-    for (int64_t j = 0; j < r; ++j)
-      for (int64_t c = 0; c < dc; ++c) {
-        kv[static_cast<size_t>(j * dc + c)] = st->prev_kv[static_cast<size_t>(j * width + c)];
-        sc[static_cast<size_t>(j * dc + c)] = st->prev_score[static_cast<size_t>(j * width + c)];
-        kv[static_cast<size_t>((r + j) * dc + c)] = st->kv[static_cast<size_t>(j * width + dc + c)];
-        sc[static_cast<size_t>((r + j) * dc + c)] = st->score[static_cast<size_t>(j * width + dc + c)];
-      }
-    ref::compress_pool(kv.data(), sc.data(), 2 * r, dc, out.data());
     st->prev_kv = st->kv;
     st->prev_score = st->score;
-  } else {
-    ref::compress_pool(st->kv.data(), st->score.data(), r, dc, out.data());
   }
   for (float& v : out) v = round_bf16(v);  // kv.to(bf16) before the norm
   ref::rms_norm(out.data(), 1, dc, w.norm.data(), norm_eps, out.data());

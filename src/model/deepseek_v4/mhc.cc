@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-
+#include "kernels/cpu/hc_mix.h"
 #include "model/deepseek_v4/linear.h"
 #include "ops/reference/mhc.h"
 #include "ops/reference/norm.h"
@@ -26,15 +26,31 @@ void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
   }
 }
 
+// The mixes of all n tokens at once on the cpu backend (kernels/cpu/hc_mix.h, bit-identical to the
+// reference's per-token mixes): [n, n_mix] in a grow-only per-thread buffer. nullptr on the reference backend.
+const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_mix, const float* H, int64_t n) {
+  if (ctx.exec.backend != Backend::kCpu) return nullptr;
+  const auto p = ctx.hc_params();
+  thread_local std::vector<float> m;
+  if (static_cast<int64_t>(m.size()) < n * n_mix) m.resize(static_cast<size_t>(n * n_mix));
+  kernels::hc_mixes(w.fn.data(), n_mix, p.hc_mult * p.dim, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
+  return m.data();
+}
+
 }  // namespace
 
 void hc_pre_tokens(const ModelContext& ctx, const HcWeights& w, const float* H, int64_t n, float* y, float* post,
                    float* comb) {
   const auto p = ctx.hc_params();
-  const int64_t hc = p.hc_mult;
+  const int64_t hc = p.hc_mult, n_mix = (2 + hc) * hc;
+  const float* m = batch_mixes(ctx, w, n_mix, H, n);
   for_tokens(ctx, n, [&](int64_t i) {
-    ref::hc_pre(p, w.fn.data(), w.scale.data(), w.base.data(), H + i * hc * p.dim, y + i * p.dim, post + i * hc,
-                comb + i * hc * hc);
+    const float* x = H + i * hc * p.dim;
+    if (m) {
+      ref::hc_pre_apply(p, m + i * n_mix, w.scale.data(), w.base.data(), x, y + i * p.dim, post + i * hc, comb + i * hc * hc);
+    } else {
+      ref::hc_pre(p, w.fn.data(), w.scale.data(), w.base.data(), x, y + i * p.dim, post + i * hc, comb + i * hc * hc);
+    }
   });
 }
 
@@ -50,13 +66,21 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
   const auto p = ctx.hc_params();
-  std::vector<float> h(static_cast<size_t>(n * p.dim));  // [n, dim]
+  thread_local std::vector<float> h;  // [n, dim], grow-only
+  if (static_cast<int64_t>(h.size()) < n * p.dim) h.resize(static_cast<size_t>(n * p.dim));
+  float* hbuf = h.data();  // this thread's buffer: the lambda may run on pool workers
+  const float* m = batch_mixes(ctx, hc_head, p.hc_mult, H, n);
   for_tokens(ctx, n, [&](int64_t i) {
-    float* hi = h.data() + i * p.dim;
-    ref::hc_head(p, hc_head.fn.data(), hc_head.scale.data(), hc_head.base.data(), H + i * p.hc_mult * p.dim, hi);
+    float* hi = hbuf + i * p.dim;
+    const float* x = H + i * p.hc_mult * p.dim;
+    if (m) {
+      ref::hc_head_apply(p, m + i * p.hc_mult, hc_head.scale.data(), hc_head.base.data(), x, hi);
+    } else {
+      ref::hc_head(p, hc_head.fn.data(), hc_head.scale.data(), hc_head.base.data(), x, hi);
+    }
     ref::rms_norm(hi, 1, p.dim, norm.data(), p.norm_eps, hi);
   });
-  linear(ctx.exec, head, h.data(), n, logits);
+  linear(ctx.exec, head, hbuf, n, logits);
 }
 
 }  // namespace dsv4::v4

@@ -6,12 +6,18 @@
 
 #include "core/formats.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/indexer.h"
 #include "kernels/cpu/moe_layer.h"
 #include "model/deepseek_v4/linear.h"
 #include "ops/reference/moe.h"
 
 namespace dsv4::v4 {
 namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
 
 // One SwiGLU expert on one token: w2·bf16(route_weight·silu(min(w1x, L))·clamp(w3x, ±L)) → bf16 [dim].
 void run_expert(const Execution& ex, const ExpertWeights& e, float limit, float route_weight, const float* x, float* y) {
@@ -54,18 +60,38 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
   ref::GateParams gp{E, K, static_cast<float>(c.route_scale)};
   const bool hash = c.is_hash_layer(il);
   // Routing for every token: z = gate·x (fp32 GEMM), σ = sqrt-softplus, top-k (hash: the token's table row).
-  std::vector<float> z(static_cast<size_t>(n * E)), sigma(static_cast<size_t>(E)), wk(static_cast<size_t>(n * K));
-  std::vector<int32_t> idx(static_cast<size_t>(n * K));
+  // Grow-only per-thread buffers: no allocation in a steady decode loop.
+  thread_local std::vector<float> z, sigma, wk;
+  thread_local std::vector<int32_t> idx;
+  grow(z, n * E);
+  grow(sigma, E);
+  grow(wk, n * K);
+  grow(idx, n * K);
   linear(ex, w.gate, x, n, z.data());  // [n, E]
+  // cpu backend: the score-biased top-k by the radix select (kernels/cpu/indexer.h: the reference's
+  // stable descending order, ties to the lower id), with no allocation; the reference sorts.
+  const bool fast = ex.backend == Backend::kCpu;
+  thread_local std::vector<float> biased;
+  thread_local kernels::TopkScratch topk;
+  grow(biased, E);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t e = 0; e < E; ++e) sigma[static_cast<size_t>(e)] = ref::sqrt_softplus(z[static_cast<size_t>(i * E + e)]);
-    ref::gate_route(gp, sigma.data(), hash ? nullptr : w.bias.data(),
-                    hash ? w.tid2eid.data() + static_cast<int64_t>(tokens[i]) * K : nullptr, idx.data() + i * K,
-                    wk.data() + i * K);
+    const int32_t* hash_row = hash ? w.tid2eid.data() + static_cast<int64_t>(tokens[i]) * K : nullptr;
+    if (fast && !hash && !w.bias.empty()) {
+      for (int64_t e = 0; e < E; ++e) biased[static_cast<size_t>(e)] = sigma[static_cast<size_t>(e)] + w.bias[static_cast<size_t>(e)];
+      kernels::topk_desc(biased.data(), E, K, idx.data() + i * K, topk);
+      ref::route_weights(gp, sigma.data(), idx.data() + i * K, wk.data() + i * K);
+    } else {
+      ref::gate_route(gp, sigma.data(), hash ? nullptr : w.bias.data(), hash_row, idx.data() + i * K, wk.data() + i * K);
+    }
   }
-  if (gate_idx) std::copy(idx.begin(), idx.end(), gate_idx);
-  if (gate_w) std::copy(wk.begin(), wk.end(), gate_w);
+  if (gate_idx) std::copy_n(idx.begin(), n * K, gate_idx);
+  if (gate_w) std::copy_n(wk.begin(), n * K, gate_w);
 
+  // Plain pointers from here on: the thread_local buffers above belong to this thread, and the lambdas
+  // below may run on pool workers.
+  const int32_t* idx_p = idx.data();
+  const float* wk_p = wk.data();
   if (ex.backend == Backend::kCpu && w.fused) {
     // The whole batch at once: tokens grouped by expert, gate/up rows of every active expert split
     // across the pool (kernels/cpu/moe_layer.h); same combine order as experts_per_token.
@@ -74,17 +100,17 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
     kernels::MatmulOptions opt;
     opt.isa = ex.isa;
     opt.pool = ex.pool;
-    kernels::moe_layer(mw, x, n, idx.data(), wk.data(), K, out, scratch, opt);
+    kernels::moe_layer(mw, x, n, idx_p, wk_p, K, out, scratch, opt);
     return;
   }
   if (ex.backend == Backend::kReference && ex.pool != nullptr) {
     // Tokens are independent: static chunks over the pool, each token's arithmetic unchanged.
     ex.pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) {
-      experts_per_token(ex, w, limit, E, K, d, x, idx.data(), wk.data(), t0, t1, out);
+      experts_per_token(ex, w, limit, E, K, d, x, idx_p, wk_p, t0, t1, out);
     });
     return;
   }
-  experts_per_token(ex, w, limit, E, K, d, x, idx.data(), wk.data(), 0, n, out);
+  experts_per_token(ex, w, limit, E, K, d, x, idx_p, wk_p, 0, n, out);
 }
 
 }  // namespace dsv4::v4

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/check.h"
 #include "core/formats.h"
 #include "ops/reference/common.h"
 
@@ -67,20 +68,26 @@ void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
   }
 }
 
+void hc_pre_apply(const HcParams& p, const float* m, const float* scale, const float* base, const float* x, float* y,
+                  float* post, float* comb) {
+  const int64_t hc = p.hc_mult;
+  float pre[64];
+  DSV4_CHECK(hc <= 64, "hc_pre: hc_mult above 64");
+  for (int64_t j = 0; j < hc; ++j) {
+    pre[j] = sigmoid(m[j] * scale[0] + base[j]) + p.hc_eps;
+    post[j] = 2.0f * sigmoid(m[hc + j] * scale[1] + base[hc + j]);
+  }
+  for (int64_t i = 0; i < hc * hc; ++i) comb[i] = m[2 * hc + i] * scale[2] + base[2 * hc + i];
+  sinkhorn(comb, hc, p.sinkhorn_iters, p.hc_eps);
+  weighted_stream_sum(p, pre, x, y);
+}
+
 void hc_pre(const HcParams& p, const float* fn, const float* scale, const float* base, const float* x, float* y,
             float* post, float* comb) {
-  const int64_t hc = p.hc_mult;
-  const int64_t n_mix = (2 + hc) * hc;
+  const int64_t n_mix = (2 + p.hc_mult) * p.hc_mult;
   std::vector<float> m(static_cast<size_t>(n_mix));
   hc_mixes(p, fn, n_mix, x, m.data());
-  std::vector<float> pre(static_cast<size_t>(hc));
-  for (int64_t j = 0; j < hc; ++j) {
-    pre[static_cast<size_t>(j)] = sigmoid(m[static_cast<size_t>(j)] * scale[0] + base[j]) + p.hc_eps;
-    post[j] = 2.0f * sigmoid(m[static_cast<size_t>(hc + j)] * scale[1] + base[hc + j]);
-  }
-  for (int64_t i = 0; i < hc * hc; ++i) comb[i] = m[static_cast<size_t>(2 * hc + i)] * scale[2] + base[2 * hc + i];
-  sinkhorn(comb, hc, p.sinkhorn_iters, p.hc_eps);
-  weighted_stream_sum(p, pre.data(), x, y);
+  hc_pre_apply(p, m.data(), scale, base, x, y, post, comb);
 }
 
 void hc_post(const HcParams& p, const float* x, const float* residual, const float* post, const float* comb,
@@ -94,12 +101,19 @@ void hc_post(const HcParams& p, const float* x, const float* residual, const flo
     }
 }
 
-void hc_head(const HcParams& p, const float* fn, const float* scale, const float* base, const float* x, float* y) {
+void hc_head_apply(const HcParams& p, const float* m, const float* scale, const float* base, const float* x,
+                   float* y) {
   const int64_t hc = p.hc_mult;
-  std::vector<float> m(static_cast<size_t>(hc)), pre(static_cast<size_t>(hc));
-  hc_mixes(p, fn, hc, x, m.data());
-  for (int64_t j = 0; j < hc; ++j) pre[static_cast<size_t>(j)] = sigmoid(m[static_cast<size_t>(j)] * scale[0] + base[j]) + p.hc_eps;
-  weighted_stream_sum(p, pre.data(), x, y);
+  float pre[64];
+  DSV4_CHECK(hc <= 64, "hc_head: hc_mult above 64");
+  for (int64_t j = 0; j < hc; ++j) pre[j] = sigmoid(m[j] * scale[0] + base[j]) + p.hc_eps;
+  weighted_stream_sum(p, pre, x, y);
+}
+
+void hc_head(const HcParams& p, const float* fn, const float* scale, const float* base, const float* x, float* y) {
+  std::vector<float> m(static_cast<size_t>(p.hc_mult));
+  hc_mixes(p, fn, p.hc_mult, x, m.data());
+  hc_head_apply(p, m.data(), scale, base, x, y);
 }
 
 }  // namespace dsv4::ref

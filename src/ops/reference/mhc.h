@@ -25,6 +25,11 @@ void sinkhorn(float* comb, int64_t hc, int64_t iters, float eps);
 void hc_pre(const HcParams& p, const float* fn /*[(2+hc)·hc, hc·dim]*/, const float* scale /*[3]*/,
             const float* base /*[(2+hc)·hc]*/, const float* x, float* y, float* post, float* comb);
 
+// hc_pre after its mixes (hc_pre = hc_mixes, then this): m [(2+hc)·hc] → y, post, comb. Fast paths
+// that compute the mixes for many tokens at once finish each token here.
+void hc_pre_apply(const HcParams& p, const float* m, const float* scale /*[3]*/, const float* base, const float* x,
+                  float* y, float* post, float* comb);
+
 // hc_post: out_k = bf16(post_k·x + Σ_j comb[j,k]·residual_j). x [dim], residual/out [hc, dim]; out may
 // not alias residual.
 void hc_post(const HcParams& p, const float* x, const float* residual, const float* post, const float* comb,
@@ -33,5 +38,9 @@ void hc_post(const HcParams& p, const float* x, const float* residual, const flo
 // hc_head: pre_j = sigmoid(m_j·scale + base_j) + eps, y = bf16(Σ pre_j X_j). x [hc, dim] → y [dim].
 void hc_head(const HcParams& p, const float* fn /*[hc, hc·dim]*/, const float* scale /*[1]*/,
              const float* base /*[hc]*/, const float* x, float* y);
+
+// hc_head after its mixes m [hc].
+void hc_head_apply(const HcParams& p, const float* m, const float* scale /*[1]*/, const float* base, const float* x,
+                   float* y);
 
 }  // namespace dsv4::ref

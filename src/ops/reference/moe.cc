@@ -25,6 +25,10 @@ void gate_route(const GateParams& p, const float* sigma, const float* bias, cons
       for (int64_t e = 0; e < p.n_experts; ++e) biased[static_cast<size_t>(e)] += bias[e];
     topk_desc(biased.data(), p.n_experts, p.top_k, idx);
   }
+  route_weights(p, sigma, idx, weights);
+}
+
+void route_weights(const GateParams& p, const float* sigma, const int32_t* idx, float* weights) {
   double sum = 0.0;
   for (int64_t k = 0; k < p.top_k; ++k) sum += sigma[idx[k]];
   const float s = static_cast<float>(sum);

@@ -19,6 +19,8 @@ struct GateParams {
 // w = sigma[idx] / Σ sigma[idx] · route_scale. idx/weights: [top_k].
 void gate_route(const GateParams& p, const float* sigma, const float* bias, const int32_t* hash_row, int32_t* idx,
                 float* weights);
+// gate_route's weights for chosen experts idx[top_k] (fast paths that select the experts themselves).
+void route_weights(const GateParams& p, const float* sigma, const int32_t* idx, float* weights);
 
 // h[n] = bf16(route_weight · (silu(min(g, limit)) · clamp(u, ±limit))) from the bf16 gate/up outputs
 // g = w1·x, u = w3·x. limit ≤ 0 disables the clamp.

@@ -1,0 +1,91 @@
+// unit: kernels::hc_mixes against ref::hc_mixes (spec §2.2 step 3), one token at a time. The kernel sums
+// every (token, mix) in the reference's order with exact double products, so the mixes must match bit for
+// bit on every ISA, for any thread count, over token counts around the 8-lane groups, widths with odd
+// tails, mix counts around the 4-mix blocks (hc_head's hc, hc_pre's (2+hc)·hc), and inputs from
+// bf16 streams to wide-range values whose float sums would differ under any reordering.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/formats.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/hc_mix.h"
+#include "ops/reference/mhc.h"
+
+namespace dsv4::kernels {
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::kScalar};
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+    if (isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+// Values spread over `decades` powers of two, bf16-rounded like the residual streams.
+std::vector<float> values(std::mt19937& rng, int64_t n, int decades) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-decades, decades);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = round_bf16(std::ldexp(nd(rng), ex(rng)));
+  return v;
+}
+
+TEST(KernelHcMix, BitIdenticalToReference) {
+  std::mt19937 rng(5);
+  ThreadPool pool2(2), pool3(3);
+  for (int64_t width : {1, 7, 64, 130, 1027})
+    for (int64_t n_mix : {1, 4, 5, 24})
+      for (int64_t n : {1, 2, 7, 8, 9, 17})
+        for (int decades : {0, 20}) {
+          const auto fn = values(rng, n_mix * width, decades);
+          const auto x = values(rng, n * width, decades);
+          ref::HcParams p;
+          p.hc_mult = 1;  // the reference's mix width is hc_mult·dim
+          p.dim = width;
+          p.norm_eps = 1e-6f;
+          std::vector<float> want(static_cast<size_t>(n * n_mix));
+          for (int64_t t = 0; t < n; ++t)
+            ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data() + t * n_mix);
+          for (Isa isa : isas())
+            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+              std::vector<float> got(static_cast<size_t>(n * n_mix), NAN);
+              hc_mixes(fn.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, pool);
+              for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                    << "isa " << isa_name(isa) << " width " << width << " n_mix " << n_mix << " n " << n << " decades "
+                    << decades << " element " << i << ": " << got[i] << " vs " << want[i];
+            }
+        }
+}
+
+// A zero stream: the reference gives rs = 1/sqrt(eps) and mixes of exactly 0; masked lanes of a partial
+// group must not leak into the real ones either.
+TEST(KernelHcMix, ZeroTokenAmongOthers) {
+  std::mt19937 rng(9);
+  const int64_t width = 96, n_mix = 24, n = 3;
+  const auto fn = values(rng, n_mix * width, 3);
+  auto x = values(rng, n * width, 3);
+  std::fill(x.begin() + width, x.begin() + 2 * width, 0.0f);
+  ref::HcParams p;
+  p.hc_mult = 4;
+  p.dim = width / 4;
+  for (Isa isa : isas()) {
+    std::vector<float> got(static_cast<size_t>(n * n_mix));
+    hc_mixes(fn.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, nullptr);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<float> want(static_cast<size_t>(n_mix));
+      ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data());
+      for (int64_t k = 0; k < n_mix; ++k)
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[static_cast<size_t>(t * n_mix + k)]),
+                  std::bit_cast<uint32_t>(want[static_cast<size_t>(k)]))
+            << isa_name(isa) << " token " << t << " mix " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -211,6 +211,29 @@ TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
   }
 }
 
+// Activations exact in bf16 at every K take the AVX512-BF16 FP4 tile where the CPU has it (the grid above
+// gives it only K % 128 == 0, whose activations are fake-quantized): block counts that are not a
+// multiple of its 4-block step, against the same oracle and the same invariances.
+TEST(KernelQuantMatmul, Fp4Bf16ExactActivationsAtEveryBlockCount) {
+  std::mt19937 rng(2024);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t n : {1, 2, 3, 17}) {
+    for (int64_t k : {32, 64, 96, 160, 224, 288, 4128}) {
+      for (int64_t m : {1, 2, 5}) {
+        const size_t off = static_cast<size_t>(cases % 3);
+        Fp4Case c = make_fp4(rng, n, k, off);
+        std::vector<float> xbuf = make_x(rng, m, k, off);
+        for (float& v : xbuf) v = round_bf16(v);
+        check_shape(
+            c.w, m, xbuf.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
+            "fp4 bf16-exact n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+        ++cases;
+      }
+    }
+  }
+}
+
 TEST(KernelQuantMatmul, Bf16GridOfShapesAgainstDoubleOracle) {
   std::mt19937 rng(4321);
   ThreadPool pool(3);

@@ -41,6 +41,20 @@ Isa detect() {
 
 }  // namespace
 
+bool has_avx512_bf16() {
+#if defined(__x86_64__) && defined(__linux__)
+  // CPUID.(EAX=7, ECX=1):EAX bit 5; the zmm state itself is covered by the kAvx512 detection.
+  static const bool kHas = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!isa_supported(Isa::kAvx512) || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return ((a >> 5) & 1u) != 0;
+  }();
+  return kHas;
+#else
+  return false;
+#endif
+}
+
 Isa best_isa() {
   static const Isa kBest = detect();
   return kBest;

@@ -27,16 +27,18 @@ void quantize_hidden(float* h, int64_t n_tokens, int64_t n_inter) {
 // to 4 tokens; the epilogue applies the SwiGLU and writes h[t, i]. `set_rows(tile, i)` points the tile at
 // the two rows.
 template <typename Tile, typename TileFn, typename SetRows>
-void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t n_tokens, const float* route_weight,
-                    float limit, float* h, const MatmulOptions& opt, TileFn tile_fn, SetRows set_rows) {
+void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t ldx, int64_t n_tokens,
+                    const float* route_weight, float limit, float* h, const MatmulOptions& opt, TileFn tile_fn,
+                    int64_t row_bytes, SetRows set_rows) {
   auto body = [&](int64_t i0, int64_t i1, int) {
     Tile t;
     t.k = d_model;
-    t.ldx = d_model;
+    t.ldx = ldx;
+    t.prefetch = row_bytes;  // row i + 1 of w1 and w3
     t.n_rows = 2;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
       t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
-      t.x = x + t0 * d_model;
+      t.x = x + t0 * ldx;
       for (int64_t i = i0; i < i1; ++i) {
         set_rows(t, i);
         tile_fn(t);
@@ -52,12 +54,6 @@ void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t n_
   } else {
     body(0, n_inter, 0);
   }
-}
-
-float* permuted_scratch_or_input(const float* x, int64_t n_tokens, int64_t k, Isa isa, float* scratch) {
-  if (!detail::fp4_tile_wants_permuted_x(isa)) return const_cast<float*>(x);
-  detail::fp4_permute_x(x, n_tokens, k, scratch);
-  return scratch;
 }
 
 void unfused_epilogue(const float* g, const float* u, int64_t n_tokens, int64_t n_inter, const float* route_weight,
@@ -81,8 +77,8 @@ float swiglu_clamped(float g, float u, float route_weight, float limit) {
 }
 
 int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {
-  // Unfused: g, u, h. Fused: h plus the permuted copy of x (FP4 vector tiles).
-  return n_tokens * std::max(3 * n_inter, n_inter + d_model);
+  // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles; bf16 planes pad to 128).
+  return n_tokens * std::max(3 * n_inter, n_inter + (d_model + 127) / 128 * 128);
 }
 
 void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const float* route_weight, float limit,
@@ -93,11 +89,19 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
   DSV4_CHECK(d_model % 32 == 0 && n_inter % 128 == 0, "moe_expert_fp4: dims must be multiples of 32 / 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  float* h = scratch;                                       // [n_tokens, n_inter]
-  const float* xs = permuted_scratch_or_input(x, n_tokens, d_model, isa, scratch + n_tokens * n_inter);
+  float* h = scratch;  // [n_tokens, n_inter]
+  const detail::Fp4Kernel kern =
+      detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * d_model));
+  const int64_t ldx = detail::fp4_x_stride(kern.layout, d_model);
+  const float* xs = x;
+  if (kern.layout != detail::Fp4XLayout::kNatural) {
+    float* xp = scratch + n_tokens * n_inter;  // [n_tokens, ldx]
+    detail::fp4_prepare_x(kern.layout, x, n_tokens, d_model, xp);
+    xs = xp;
+  }
   const int64_t half = d_model / 2, n_sblocks = d_model / 32;
-  gate_up_swiglu<detail::Fp4Tile>(n_inter, d_model, xs, n_tokens, route_weight, limit, h, opt,
-                                  detail::fp4_tile_for(isa), [&](detail::Fp4Tile& t, int64_t i) {
+  gate_up_swiglu<detail::Fp4Tile>(n_inter, d_model, xs, ldx, n_tokens, route_weight, limit, h, opt, kern.tile, half,
+                                  [&](detail::Fp4Tile& t, int64_t i) {
                                     t.w[0] = e.w1.packed + i * half;
                                     t.s[0] = e.w1.scales + i * n_sblocks;
                                     t.w[1] = e.w3.packed + i * half;
@@ -117,8 +121,8 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
   const Isa isa = resolve_isa(opt.isa);
   float* h = scratch;
   const int64_t scale_cols = (d_model + 127) / 128;
-  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, n_tokens, route_weight, limit, h, opt,
-                                  detail::fp8_tile_for(isa), [&](detail::Fp8Tile& t, int64_t i) {
+  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, d_model, n_tokens, route_weight, limit, h, opt,
+                                  detail::fp8_tile_for(isa), d_model, [&](detail::Fp8Tile& t, int64_t i) {
                                     t.w[0] = e.w1.codes + i * d_model;
                                     t.s[0] = e.w1.scales + (i / 128) * scale_cols;
                                     t.w[1] = e.w3.codes + i * d_model;

@@ -43,8 +43,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   DSV4_CHECK(d % 128 == 0 && n_inter % 128 == 0 && shared_inter % 128 == 0, "moe_layer: dims must be multiples of 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  const bool permute = detail::fp4_tile_wants_permuted_x(isa);
-  const detail::Fp4TileFn fp4_tile = detail::fp4_tile_for(isa);
+  // Both FP4 stages read fake-quantized FP8 activations (xq below, then h): power-of-two scales times
+  // E4M3 values, exact in bf16.
+  const detail::Fp4Kernel fp4 = detail::fp4_kernel_for(isa, /*x_bf16_exact=*/true);
+  const detail::Fp4TileFn fp4_tile = fp4.tile;
   const detail::Fp8TileFn fp8_tile = detail::fp8_tile_for(isa);
 
   // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
@@ -108,16 +110,12 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   for (int64_t i = 0; i < n_slots; ++i)
     row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
 
-  // Gathered activations per assignment ([n_assign, d], FP4 block order for the vector tiles).
-  float* xg = grow(s.xperm, max_assign * d);
-  for (int32_t a = 0; a < n_assign; ++a) {
-    const float* src = xq + static_cast<int64_t>(assign_token[a]) * d;
-    if (permute) {
-      detail::fp4_permute_x(src, 1, d, xg + static_cast<int64_t>(a) * d);
-    } else {
-      std::memcpy(xg + static_cast<int64_t>(a) * d, src, sizeof(float) * static_cast<size_t>(d));
-    }
-  }
+  // Gathered activations per assignment ([n_assign, ldx1], in the FP4 tile's layout).
+  const int64_t ldx1 = detail::fp4_x_stride(fp4.layout, d);
+  float* xg = grow(s.xperm, max_assign * ldx1);
+  for (int32_t a = 0; a < n_assign; ++a)
+    detail::fp4_prepare_x(fp4.layout, xq + static_cast<int64_t>(assign_token[a]) * d, 1, d,
+                          xg + static_cast<int64_t>(a) * ldx1);
   // h: routed [n_assign, n_inter] then shared [n_tokens, shared_inter].
   const int64_t shared_h_off = static_cast<int64_t>(n_assign) * n_inter;
   float* h = grow(s.h, max_assign * n_inter + n_tokens * shared_inter);
@@ -134,11 +132,12 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         const int64_t a0 = s.slot_begin[static_cast<size_t>(slot)], na = s.slot_begin[static_cast<size_t>(slot + 1)] - a0;
         detail::Fp4Tile t;
         t.k = d;
-        t.ldx = d;
+        t.ldx = ldx1;
+        t.prefetch = d / 2;  // row i + 1 of w1 and w3
         t.n_rows = 2;
         for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, na - t0));
-          t.x = xg + (a0 + t0) * d;
+          t.x = xg + (a0 + t0) * ldx1;
           for (int64_t i = i0; i < i1; ++i) {
             t.w[0] = e.w1.packed + i * (d / 2);
             t.s[0] = e.w1.scales + i * (d / 32);
@@ -156,6 +155,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         detail::Fp8Tile t;
         t.k = d;
         t.ldx = d;
+        t.prefetch = d;
         t.n_rows = 2;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
@@ -176,9 +176,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     }
   });
 
-  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to FP4 block order.
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to the FP4 tile's layout.
   const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
-  float* hp = grow(s.hperm, max_assign * n_inter);
+  const bool prepare = fp4.layout != detail::Fp4XLayout::kNatural;
+  const int64_t ldx2 = detail::fp4_x_stride(fp4.layout, n_inter);
+  float* hp = grow(s.hperm, max_assign * ldx2);
   for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const bool routed = r < n_assign;
@@ -186,10 +188,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       float* row = routed ? h + r * n_inter : h + shared_h_off + (r - n_assign) * shared_inter;
       for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
       fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
-      if (routed && permute) detail::fp4_permute_x(row, 1, n_inter, hp + r * n_inter);
+      if (routed && prepare) detail::fp4_prepare_x(fp4.layout, row, 1, n_inter, hp + r * ldx2);
     }
   });
-  const float* h_routed = permute ? hp : h;
+  const float* h_routed = prepare ? hp : h;  // [n_assign, ldx2]
 
   // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
   for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
@@ -207,10 +209,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
             detail::Fp4Tile t;
             t.k = n_inter;
-            t.ldx = n_inter;
+            t.ldx = ldx2;
+            t.prefetch = kTileRows * (n_inter / 2);  // the next row pair of w2
             t.n_rows = nr;
             t.n_tokens = nt;
-            t.x = h_routed + (a0 + t0) * n_inter;
+            t.x = h_routed + (a0 + t0) * ldx2;
             for (int r = 0; r < nr; ++r) {
               t.w[r] = e.w2.packed + (n + r) * (n_inter / 2);
               t.s[r] = e.w2.scales + (n + r) * (n_inter / 32);
@@ -222,6 +225,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             detail::Fp8Tile t;
             t.k = shared_inter;
             t.ldx = shared_inter;
+            t.prefetch = kTileRows * shared_inter;
             t.n_rows = nr;
             t.n_tokens = nt;
             t.x = h + shared_h_off + t0 * shared_inter;

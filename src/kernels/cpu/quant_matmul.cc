@@ -55,18 +55,20 @@ bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_token
 }
 #endif
 
+// x: [n_tokens, ldx] in the tile's layout.
 template <typename Tile, typename TileFn, typename SetRow>
-void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, float* out, const MatmulOptions& opt,
-              TileFn tile_fn, SetRow set_row) {
+void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64_t ldx, float* out,
+              const MatmulOptions& opt, int64_t row_bytes, TileFn tile_fn, SetRow set_row) {
   auto body = [&](int64_t r0, int64_t r1, int) {
     Tile t;
     t.k = k;
-    t.ldx = k;
+    t.ldx = ldx;
+    t.prefetch = kTileRows * row_bytes;  // the next tile's rows
     for (int64_t nb = r0; nb < r1; nb += kRowBlock) {
       const int64_t ne = std::min(r1, nb + kRowBlock);
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
         t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
-        t.x = x + t0 * k;
+        t.x = x + t0 * ldx;
         for (int64_t n = nb; n < ne; n += kTileRows) {
           t.n_rows = static_cast<int>(std::min<int64_t>(kTileRows, ne - n));
           for (int r = 0; r < t.n_rows; ++r) set_row(t, r, n + r);
@@ -115,7 +117,7 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     return;
 #endif
   const int64_t scale_cols = (w.n_cols + 127) / 128;
-  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, out, opt, detail::fp8_tile_for(isa),
+  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, w.n_cols, out, opt, w.n_cols, detail::fp8_tile_for(isa),
                             [&](detail::Fp8Tile& t, int r, int64_t row) {
                               t.w[r] = w.codes + row * w.n_cols;
                               t.s[r] = w.scales + (row / 128) * scale_cols;
@@ -137,7 +139,7 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
           opt))
     return;
 #endif
-  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, x, out, opt, detail::bf16_tile_for(isa),
+  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, x, w.n_cols, out, opt, 2 * w.n_cols, detail::bf16_tile_for(isa),
                              [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; });
 }
 
@@ -156,14 +158,16 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
           opt))
     return;
 #endif
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * w.n_cols));
   const float* xs = x;
-  if (detail::fp4_tile_wants_permuted_x(isa)) {
-    float* xp = fp4_x_scratch(n_tokens * w.n_cols);
-    detail::fp4_permute_x(x, n_tokens, w.n_cols, xp);
+  const int64_t ldx = detail::fp4_x_stride(kern.layout, w.n_cols);
+  if (kern.layout != detail::Fp4XLayout::kNatural) {
+    float* xp = fp4_x_scratch(n_tokens * ldx);
+    detail::fp4_prepare_x(kern.layout, x, n_tokens, w.n_cols, xp);
     xs = xp;
   }
   const int64_t half = w.n_cols / 2, n_sblocks = w.n_cols / 32;
-  run_rows<detail::Fp4Tile>(w.n_rows, n_tokens, w.n_cols, xs, out, opt, detail::fp4_tile_for(isa),
+  run_rows<detail::Fp4Tile>(w.n_rows, n_tokens, w.n_cols, xs, ldx, out, opt, half, kern.tile,
                             [&](detail::Fp4Tile& t, int r, int64_t row) {
                               t.w[r] = w.packed + row * half;
                               t.s[r] = w.scales + row * n_sblocks;

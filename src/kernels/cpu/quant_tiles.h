@@ -16,6 +16,12 @@ inline constexpr int kTileTokens = 4;
 extern const float kE8m0ToFloat[256];
 
 // sums[r][t] = Σ_k x_t[k] · w_r[k] for r < n_rows, t < n_tokens.
+//
+// prefetch: bytes from each weight row to the row the caller will stream next (e.g. kTileRows rows on in
+// one matrix), or 0. The vector tiles prefetch that row alongside their own: rows are a few KB, too short
+// for the hardware prefetcher (which also stops at every 4 KB page) to reach full speed on its own, and
+// the early touch also takes the next page's TLB walk off the critical path. A prefetch never faults, so
+// the caller may point past the last row.
 struct Fp8Tile {
   const uint8_t* w[kTileRows];  // E4M3 codes of each row, [k]
   const uint8_t* s[kTileRows];  // E8M0 scales of each row's 128-row block, [ceil(k/128)]
@@ -24,11 +30,11 @@ struct Fp8Tile {
   int64_t ldx;
   int n_tokens;  // 1..kTileTokens
   int64_t k;
+  int64_t prefetch = 0;
   float sums[kTileRows][kTileTokens];
 };
 
-// Same for FP4. Vector tiles read x in "FP4 block order" (see fp4_permute_x), the scalar tile in
-// natural order.
+// Same for FP4; x in the tile's Fp4XLayout (below).
 struct Fp4Tile {
   const uint8_t* w[kTileRows];  // packed codes of each row, [k/2]
   const uint8_t* s[kTileRows];  // E8M0 scale per 32 of each row, [k/32]
@@ -37,6 +43,7 @@ struct Fp4Tile {
   int64_t ldx;
   int n_tokens;
   int64_t k;  // multiple of 32
+  int64_t prefetch = 0;
   float sums[kTileRows][kTileTokens];
 };
 
@@ -48,6 +55,7 @@ struct Bf16Tile {
   int64_t ldx;
   int n_tokens;
   int64_t k;
+  int64_t prefetch = 0;
   float sums[kTileRows][kTileTokens];
 };
 
@@ -65,17 +73,36 @@ void fp8_tile_avx2(Fp8Tile& t);
 void fp4_tile_avx2(Fp4Tile& t);
 void fp8_tile_avx512(Fp8Tile& t);
 void fp4_tile_avx512(Fp4Tile& t);
+// FP4 on bf16 dot products (quant_tiles_avx512bf16.cc): only for activations exact in bf16.
+void fp4_tile_avx512bf16(Fp4Tile& t);
 #endif
 
 Bf16TileFn bf16_tile_for(Isa isa);  // isa already resolved
 Fp8TileFn fp8_tile_for(Isa isa);
-Fp4TileFn fp4_tile_for(Isa isa);
+// How an FP4 tile reads its activations; the caller prepares them once per call (fp4_prepare_x) and
+// points Fp4Tile::x / ldx at the prepared rows.
+enum class Fp4XLayout {
+  kNatural,     // floats in natural order (the scalar tile)
+  kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (AVX2 / AVX-512 fp32 tiles)
+  kBf16Planes,  // bf16 words (two per float slot): per 128-element chunk c, element 128c + 4j + p at word
+                // 128c + 32p + j (p < 4, j < 32), the row zero-padded to a multiple of 128 (AVX512-BF16 tile)
+};
+struct Fp4Kernel {
+  Fp4TileFn tile;
+  Fp4XLayout layout;
+};
+// x_bf16_exact: every activation of the call is exact in bf16 (bf16_exact below; fake-quantized ones
+// always are). With AVX512_BF16 that selects the bf16 dot-product tile, whose results differ from the
+// fp32 tile's in summation order only; each is batch- and thread-count invariant.
+Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact);
+// Floats one prepared row of k activations occupies (the tile's ldx).
+int64_t fp4_x_stride(Fp4XLayout layout, int64_t k);
+// x [n_tokens, k] → out [n_tokens, fp4_x_stride(layout, k)].
+void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out);
 
-// The vector FP4 tiles decode a packed 32-block into its 16 low nibbles (elements 0,2,..,30) and its
-// 16 high nibbles (1,3,..,31); instead of re-interleaving weights per row we permute the activation
-// once per call: within each 32-block, out = [x0, x2, .., x30, x1, x3, .., x31]. [n_tokens, k] → same.
-void fp4_permute_x(const float* x, int64_t n_tokens, int64_t k, float* out);
-bool fp4_tile_wants_permuted_x(Isa isa);
+// True when every x[i] is exact in bf16 (its low 16 bits are zero).
+bool bf16_exact(const float* x, int64_t n);
+
 
 // ---- AMX-BF16 GEMM for prefill-sized batches (n_tokens >= kAmxMinTokens, k % 32 == 0) ----
 // C[n, t] = Σ_k W[n, k]·X[t, k] with W decoded to bf16 (exact: E2M1/E4M3 values times a power-of-two scale

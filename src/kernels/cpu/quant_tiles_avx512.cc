@@ -36,6 +36,8 @@ void fp8_tile(Fp8Tile& t) {
     for (int64_t k = kb; k < kend; k += 16) {
       const int64_t len = kend - k;
       __m512 w[R];
+      if ((k & 63) == 0)
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + k + t.prefetch), _MM_HINT_T0);
       if (len >= 16) {
         for (int r = 0; r < R; ++r) w[r] = e4m3x16_div256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.w[r] + k)));
         for (int j = 0; j < T; ++j) {
@@ -70,6 +72,8 @@ void bf16_tile(Bf16Tile& t) {
     const int64_t len = t.k - k;
     const __mmask16 m = len >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
     __m512 w[R];
+    if ((k & 31) == 0)  // every 64 bytes
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + k) + t.prefetch, _MM_HINT_T0);
     for (int r = 0; r < R; ++r)
       w[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, t.w[r] + k)), 16));
     for (int j = 0; j < T; ++j) {

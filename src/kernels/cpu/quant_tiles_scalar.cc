@@ -2,6 +2,7 @@
 // weights dequantized exactly as the reference does (fp32 value · 2^(e−127)), products and sums in
 // double, one rounding to fp32 at the end (golden/README.md numerics contract).
 #include <bit>
+#include <cstring>
 
 #include "core/formats.h"
 #include "kernels/cpu/quant_tiles.h"
@@ -100,32 +101,66 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   }
 }
 
-Fp4TileFn fp4_tile_for(Isa isa) {
+Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::kAmx:
     case Isa::kAvx512:
-      return fp4_tile_avx512;
+      if (x_bf16_exact && has_avx512_bf16()) return {fp4_tile_avx512bf16, Fp4XLayout::kBf16Planes};
+      return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
-      return fp4_tile_avx2;
+      return {fp4_tile_avx2, Fp4XLayout::kBlockOrder};
 #endif
     default:
-      return fp4_tile_scalar;
+      return {fp4_tile_scalar, Fp4XLayout::kNatural};
   }
 }
 
 int64_t amx_packed_x_words(int64_t n_tokens, int64_t k) { return ((n_tokens + 15) / 16) * 16 * (k / 2); }
 
-bool fp4_tile_wants_permuted_x(Isa isa) { return isa != Isa::kScalar && isa != Isa::kAuto; }
+bool bf16_exact(const float* x, int64_t n) {
+  uint32_t low = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    low |= bits & 0xFFFFu;
+  }
+  return low == 0;
+}
 
-void fp4_permute_x(const float* x, int64_t n_tokens, int64_t k, float* out) {
+int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
+  return layout == Fp4XLayout::kBf16Planes ? (k + 127) / 128 * 64 : k;
+}
+
+void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out) {
+  const int64_t stride = fp4_x_stride(layout, k);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xr = x + t * k;
-    float* o = out + t * k;
-    for (int64_t b = 0; b < k; b += 32) {
-      for (int i = 0; i < 16; ++i) {
-        o[b + i] = xr[b + 2 * i];
-        o[b + 16 + i] = xr[b + 2 * i + 1];
+    float* o = out + t * stride;
+    switch (layout) {
+      case Fp4XLayout::kNatural:
+        std::memcpy(o, xr, sizeof(float) * static_cast<size_t>(k));
+        break;
+      case Fp4XLayout::kBlockOrder:
+        for (int64_t b = 0; b < k; b += 32) {
+          for (int i = 0; i < 16; ++i) {
+            o[b + i] = xr[b + 2 * i];
+            o[b + 16 + i] = xr[b + 2 * i + 1];
+          }
+        }
+        break;
+      case Fp4XLayout::kBf16Planes: {
+        // The caller guarantees bf16-exact floats, so a value's bf16 is its high half.
+        auto* w = reinterpret_cast<uint16_t*>(o);
+        const int64_t padded = 2 * stride;
+        for (int64_t e = 0; e < padded; ++e) {
+          const int64_t c = e / 128, p = (e % 128) / 32, j = e % 32;
+          const int64_t src = 128 * c + 4 * j + p;
+          uint32_t bits = 0;
+          if (src < k) std::memcpy(&bits, xr + src, sizeof bits);
+          w[e] = static_cast<uint16_t>(bits >> 16);
+        }
+        break;
       }
     }
   }

@@ -22,6 +22,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_GT(j["read_probe"]["best_gbps"].get<double>(), 0.0);
+  EXPECT_GT(j["read_probe"]["best_cpu_gbps"].get<double>(), 0.0);
   EXPECT_EQ(j["read_probe"]["bytes"].get<int64_t>(), 8 << 20);
 
   const auto& gemv = j["decode_gemv"];
@@ -106,6 +107,12 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     EXPECT_DOUBLE_EQ(row["weight_bytes_per_token"].get<double>(), per_step / static_cast<double>(b));
     EXPECT_GT(row["tokens_per_s"].get<double>(), 0.0);
     EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / j["read_probe"]["best_gbps"].get<double>(), 1e-9);
+    // Bytes per CPU-second: the step bytes over the row's CPU time, against the probe's.
+    const double steps = static_cast<double>(row["steps"].get<int64_t>());
+    EXPECT_NEAR(row["gb_per_cpu_s"].get<double>(), per_step * steps / row["cpu_seconds"].get<double>() / 1e9,
+                1e-9 * row["gb_per_cpu_s"].get<double>());
+    EXPECT_NEAR(row["ratio_to_probe_cpu"].get<double>(),
+                row["gb_per_cpu_s"].get<double>() / j["read_probe"]["best_cpu_gbps"].get<double>(), 1e-9);
   }
   EXPECT_EQ(run["decode"][0]["batch"].get<int64_t>(), 1);
   EXPECT_EQ(run["decode"][2]["batch"].get<int64_t>(), 8);

@@ -134,6 +134,8 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     std::printf("model decode (%lld steps after a %lld-token prompt per sequence):\n  %6s %10s %10s %12s %12s %8s %9s %9s %8s %8s\n",
                 static_cast<long long>(opt.decode_steps), static_cast<long long>(opt.decode_prompt), "batch",
                 "tokens/s", "tok/cpu-s", "MB/token", "MB/step", "GB/s", "of probe", "x batch1", "ceiling", "of ceil");
+  if (!opt.quiet && opt.probe_cpu_gbps > 0)
+    std::printf("  (per CPU-second: the probe reads %.2f GB; each row's GB/cpu-s and its ratio follow it)\n", opt.probe_cpu_gbps);
   for (const int64_t b : opt.batches) {
     std::vector<std::unique_ptr<SequenceState>> seqs;
     std::vector<SequenceState*> states;
@@ -181,6 +183,11 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
                           {"cpu_seconds", cpu_sec},
                           {"tokens_per_cpu_s", tokens / cpu_sec}};
     if (opt.probe_gbps > 0) row["ratio_to_probe"] = gbps / opt.probe_gbps;
+    // The same ratio in bytes per CPU-second (decode's pool threads against the probe's): the figure a
+    // loaded, shared machine depresses least (spin-waiting in the pool counts as decode CPU time).
+    const double gb_per_cpu_s = bytes / cpu_sec / 1e9;
+    row["gb_per_cpu_s"] = gb_per_cpu_s;
+    if (opt.probe_cpu_gbps > 0) row["ratio_to_probe_cpu"] = gb_per_cpu_s / opt.probe_cpu_gbps;
     // Speedup over batch 1 and its bandwidth-bound ceiling b · bytes_step(1) / bytes_step(b).
     const double speedup = tps1 > 0 ? tps / tps1 : 0.0;
     const double ceiling = step_bytes1 > 0 ? static_cast<double>(b) * step_bytes1 / step_bytes : 0.0;
@@ -194,6 +201,9 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
       std::printf("  %6lld %10.2f %10.2f %12.3f %12.3f %8.2f %8.1f%% %8.2fx %7.2fx %7.1f%%\n", static_cast<long long>(b),
                   tps, tokens / cpu_sec, bytes / tokens / 1e6, step_bytes / 1e6, gbps, opt.probe_gbps > 0 ? 100.0 * gbps / opt.probe_gbps : 0.0,
                   speedup, ceiling, ceiling > 0 ? 100.0 * speedup / ceiling : 0.0);
+    if (!opt.quiet && opt.probe_cpu_gbps > 0)
+      std::printf("  %6s %8.2f GB/cpu-s, %.1f%% of the probe's per CPU-second\n", "", gb_per_cpu_s,
+                  100.0 * gb_per_cpu_s / opt.probe_cpu_gbps);
   }
   j["decode"] = rows;
   return j;

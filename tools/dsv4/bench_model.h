@@ -20,6 +20,7 @@ struct ModelBenchOptions {
   std::vector<int64_t> batches{1, 4, 8};
   ModelOptions model;               // backend (cpu by default), threads, ISA
   double probe_gbps = 0;            // the read probe's best, for the ratios
+  double probe_cpu_gbps = 0;        // its bytes per CPU-second (ReadProbeResult::best_cpu_gbps)
   bool quiet = false;
 };
 

@@ -242,12 +242,16 @@ int cmd_bench(int argc, char** argv) {
 
   // 1. Read bandwidth.
   const auto probe = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool);
-  report["read_probe"] = {{"bytes", probe.bytes}, {"best_gbps", probe.best_gbps}, {"mean_gbps", probe.mean_gbps}};
+  report["read_probe"] = {{"bytes", probe.bytes},
+                          {"best_gbps", probe.best_gbps},
+                          {"mean_gbps", probe.mean_gbps},
+                          {"best_cpu_gbps", probe.best_cpu_gbps}};
   if (!json) {
     std::printf("machine: %d threads, isa %s, LLC %.0f MiB\n", pool.n_threads(), kernels::isa_name(used),
                 static_cast<double>(llc) / kMiB);
-    std::printf("read probe: %.1f GB/s best, %.1f GB/s mean over %d passes of %.0f MiB\n\n", probe.best_gbps,
-                probe.mean_gbps, probe.passes, static_cast<double>(probe.bytes) / kMiB);
+    std::printf("read probe: %.1f GB/s best, %.1f GB/s mean over %d passes of %.0f MiB; %.1f GB per CPU-second\n\n",
+                probe.best_gbps, probe.mean_gbps, probe.passes, static_cast<double>(probe.bytes) / kMiB,
+                probe.best_cpu_gbps);
   }
 
   if (model_bytes) {
@@ -398,6 +402,7 @@ int cmd_bench(int argc, char** argv) {
     mo.model.isa = isa;
     mo.model.backend = backend;
     mo.probe_gbps = probe.best_gbps;
+    mo.probe_cpu_gbps = probe.best_cpu_gbps;
     mo.quiet = json;
     auto r = bench::bench_model(*args.get("--model"), mo);
     if (!r.is_ok()) return report_error("bench", r.status());

@@ -14,6 +14,11 @@ namespace dsv4::kernels {
 struct ReadProbeResult {
   double best_gbps = 0;  // 1e9 bytes per second
   double mean_gbps = 0;
+  // 1e9 bytes per CPU-second of the process (all threads' CPU time summed), best pass: what the reading
+  // threads achieve while they actually hold a core. On a shared, oversubscribed machine the wall figure
+  // falls with the load; this one mostly does not, and the bench compares decode's bytes per CPU-second
+  // with it.
+  double best_cpu_gbps = 0;
   int64_t bytes = 0;  // buffer size
   int passes = 0;
   uint64_t checksum = 0;  // keeps the loads observable (and lets a caller sanity-check the buffer)

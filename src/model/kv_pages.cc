@@ -1,4 +1,4 @@
-// model: paged, reference-counted storage of compressed KV rows (see kv_pages.h).
+// model: paged, reference-counted storage of per-sequence state rows (see kv_pages.h).
 #include "model/kv_pages.h"
 
 #include <algorithm>
@@ -9,18 +9,76 @@
 
 namespace dsv4 {
 
-KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows, int64_t max_bytes)
+// ---- PageBudget ----
+
+void PageBudget::set_max_bytes(int64_t max_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_bytes_ = max_bytes;
+}
+
+int64_t PageBudget::max_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_bytes_;
+}
+
+int64_t PageBudget::bytes_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+int64_t PageBudget::available_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return max_bytes_ > 0 ? std::max<int64_t>(0, max_bytes_ - in_use_) : std::numeric_limits<int64_t>::max();
+}
+
+bool PageBudget::try_take(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (max_bytes_ > 0 && in_use_ + bytes > max_bytes_) return false;
+  in_use_ += bytes;
+  return true;
+}
+
+void PageBudget::give_back(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DSV4_CHECK(bytes <= in_use_, "PageBudget: more bytes given back than taken");
+  in_use_ -= bytes;
+}
+
+// ---- KvPagePool ----
+
+namespace {
+
+int64_t row_bytes_of(const KvRowLayout& layout, KvStorage storage) {
+  switch (storage) {
+    case KvStorage::kFp8: return layout.bytes();
+    case KvStorage::kFp4: return index_key_bytes(layout.dims);
+    case KvStorage::kF32: return layout.dims * 4;
+  }
+  return 0;
+}
+
+bool layout_fits(const KvRowLayout& layout, KvStorage storage) {
+  switch (storage) {
+    case KvStorage::kFp8: return layout.valid();
+    case KvStorage::kFp4: return layout.dims > 0 && layout.dims % kIndexKeyBlock == 0;
+    case KvStorage::kF32: return layout.dims > 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows, std::shared_ptr<PageBudget> budget)
     : layout_(layout),
       storage_(storage),
       page_rows_(page_rows),
-      row_bytes_(storage == KvStorage::kFp8   ? layout.bytes()
-                 : storage == KvStorage::kFp4 ? index_key_bytes(layout.dims)
-                                              : layout.dims * 4),
-      max_pages_(max_bytes > 0 ? std::max<int64_t>(1, max_bytes / (row_bytes_ * page_rows)) : 0) {
-  DSV4_CHECK(page_rows > 0 &&
-                 (storage == KvStorage::kFp4 ? layout.dims > 0 && layout.dims % kIndexKeyBlock == 0 : layout.valid()),
-             "KvPagePool: bad row layout or page size");
+      row_bytes_(row_bytes_of(layout, storage)),
+      budget_(budget ? std::move(budget) : std::make_shared<PageBudget>()) {
+  DSV4_CHECK(page_rows > 0 && layout_fits(layout, storage), "KvPagePool: bad row layout or page size");
 }
+
+KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows, int64_t max_bytes)
+    : KvPagePool(layout, storage, page_rows, std::make_shared<PageBudget>(max_bytes)) {}
 
 void KvPagePool::encode(const float* row, uint8_t* dst) const {
   if (storage_ == KvStorage::kF32) {
@@ -48,7 +106,7 @@ void KvPagePool::decode(const uint8_t* src, float* row) const {
 
 bool KvPagePool::allocate(int32_t* id, uint8_t** data) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (max_pages_ > 0 && in_use_ >= max_pages_) return false;
+  if (!budget_->try_take(page_bytes())) return false;
   if (free_.empty()) {
     DSV4_CHECK(pages_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), "KvPagePool: too many pages");
     pages_.push_back(std::make_unique<uint8_t[]>(static_cast<size_t>(page_bytes())));
@@ -77,6 +135,7 @@ void KvPagePool::release(int32_t id) {
   if (--refs_[static_cast<size_t>(id)] == 0) {
     free_.push_back(id);
     --in_use_;
+    budget_->give_back(page_bytes());
   }
 }
 
@@ -87,19 +146,32 @@ int32_t KvPagePool::refcount(int32_t id) const {
 }
 
 int64_t KvPagePool::available_pages() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return max_pages_ > 0 ? max_pages_ - in_use_ : std::numeric_limits<int64_t>::max();
+  const int64_t bytes = budget_->available_bytes();
+  return bytes == std::numeric_limits<int64_t>::max() ? bytes : bytes / page_bytes();
 }
 
 KvPoolStats KvPagePool::stats() const {
+  const int64_t max_bytes = budget_->max_bytes();
   std::lock_guard<std::mutex> lock(mu_);
-  return {page_bytes(), in_use_, static_cast<int64_t>(pages_.size()), max_pages_};
+  return {page_bytes(), in_use_, static_cast<int64_t>(pages_.size()), max_bytes > 0 ? max_bytes / page_bytes() : 0};
+}
+
+// ---- SlidePolicy ----
+
+int64_t SlidePolicy::keep_from(int64_t n_rows) const {
+  if (align <= 0 || n_rows <= 0) return 0;
+  return std::max<int64_t>(0, (n_rows - 1) / align * align - lag);
 }
 
 // ---- KvPageTable ----
 
 KvPageTable::KvPageTable(const KvPageTable& other)
-    : pool_(other.pool_), ids_(other.ids_), data_(other.data_), n_rows_(other.n_rows_) {
+    : pool_(other.pool_),
+      slide_(other.slide_),
+      ids_(other.ids_),
+      data_(other.data_),
+      first_page_(other.first_page_),
+      n_rows_(other.n_rows_) {
   for (int32_t id : ids_) pool_->retain(id);
 }
 
@@ -108,19 +180,24 @@ KvPageTable& KvPageTable::operator=(const KvPageTable& other) {
   for (int32_t id : other.ids_) other.pool_->retain(id);  // before releasing ours: other may share them
   release_all();
   pool_ = other.pool_;
+  slide_ = other.slide_;
   ids_ = other.ids_;
   data_ = other.data_;
+  first_page_ = other.first_page_;
   n_rows_ = other.n_rows_;
   return *this;
 }
 
 KvPageTable::KvPageTable(KvPageTable&& other) noexcept
     : pool_(std::move(other.pool_)),
+      slide_(other.slide_),
       ids_(std::move(other.ids_)),
       data_(std::move(other.data_)),
+      first_page_(other.first_page_),
       n_rows_(other.n_rows_) {
   other.ids_.clear();
   other.data_.clear();
+  other.first_page_ = 0;
   other.n_rows_ = 0;
 }
 
@@ -128,11 +205,14 @@ KvPageTable& KvPageTable::operator=(KvPageTable&& other) noexcept {
   if (this == &other) return *this;
   release_all();
   pool_ = std::move(other.pool_);
+  slide_ = other.slide_;
   ids_ = std::move(other.ids_);
   data_ = std::move(other.data_);
+  first_page_ = other.first_page_;
   n_rows_ = other.n_rows_;
   other.ids_.clear();
   other.data_.clear();
+  other.first_page_ = 0;
   other.n_rows_ = 0;
   return *this;
 }
@@ -141,25 +221,47 @@ void KvPageTable::release_all() {
   for (int32_t id : ids_) pool_->release(id);
   ids_.clear();
   data_.clear();
+}
+
+void KvPageTable::clear() {
+  release_all();
+  first_page_ = 0;
   n_rows_ = 0;
+}
+
+int64_t KvPageTable::first_row() const { return pool_ ? first_page_ * pool_->page_rows() : 0; }
+
+void KvPageTable::release_dead(int64_t n_rows) {
+  const int64_t keep = slide_.keep_from(n_rows), pr = pool_->page_rows();
+  size_t dead = 0;
+  while (dead < ids_.size() && (first_page_ + static_cast<int64_t>(dead) + 1) * pr <= keep) {
+    pool_->release(ids_[dead]);
+    ++dead;
+  }
+  if (dead == 0) return;
+  ids_.erase(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(dead));
+  data_.erase(data_.begin(), data_.begin() + static_cast<ptrdiff_t>(dead));
+  first_page_ += static_cast<int64_t>(dead);
 }
 
 void KvPageTable::append(std::span<const float> row) {
   DSV4_CHECK(pool_ && static_cast<int64_t>(row.size()) == pool_->layout().dims,
              "KvPageTable::append: unbound or bad row");
+  if (slide_.align > 0) release_dead(n_rows_ + 1);
   const int64_t pr = pool_->page_rows();
   const int64_t slot = n_rows_ % pr;
-  if (slot == 0 && n_rows_ / pr == n_pages()) {  // every page is full: a new one
+  if (ids_.empty()) first_page_ = n_rows_ / pr;  // everything before slid out (slot is 0 then)
+  if (slot == 0 && n_rows_ / pr == first_page_ + n_pages()) {  // every held page is full: a new one
     int32_t id = 0;
     uint8_t* data = nullptr;
-    DSV4_CHECK(pool_->allocate(&id, &data), "KvPageTable::append: KV page pool exhausted (budget not checked first)");
+    DSV4_CHECK(pool_->allocate(&id, &data), "KvPageTable::append: page budget exhausted (not checked first)");
     ids_.push_back(id);
     data_.push_back(data);
   } else if (pool_->refcount(ids_.back()) > 1) {
     // Copy-on-write: the last page is shared, so its first `slot` rows (ours) move to a private page.
     int32_t id = 0;
     uint8_t* data = nullptr;
-    DSV4_CHECK(pool_->allocate(&id, &data), "KvPageTable::append: KV page pool exhausted (budget not checked first)");
+    DSV4_CHECK(pool_->allocate(&id, &data), "KvPageTable::append: page budget exhausted (not checked first)");
     std::memcpy(data, data_.back(), static_cast<size_t>(slot * pool_->row_bytes()));
     pool_->release(ids_.back());
     ids_.back() = id;
@@ -170,15 +272,21 @@ void KvPageTable::append(std::span<const float> row) {
 }
 
 void KvPageTable::read(int64_t i, float* out) const {
-  DSV4_DCHECK(i >= 0 && i < n_rows_, "KvPageTable::read out of range");
+  DSV4_DCHECK(i >= first_row() && i < n_rows_, "KvPageTable::read out of range");
   const int64_t pr = pool_->page_rows();
-  pool_->decode(data_[static_cast<size_t>(i / pr)] + (i % pr) * pool_->row_bytes(), out);
+  pool_->decode(data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes(), out);
+}
+
+const float* KvPageTable::row_f32(int64_t i) const {
+  DSV4_DCHECK(pool_->storage() == KvStorage::kF32 && i >= first_row() && i < n_rows_, "KvPageTable::row_f32");
+  const int64_t pr = pool_->page_rows();
+  return reinterpret_cast<const float*>(data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes());
 }
 
 void KvPageTable::truncate(int64_t n) {
-  DSV4_CHECK(n >= 0 && n <= n_rows_, "KvPageTable::truncate past the end");
+  DSV4_CHECK(n >= first_row() && n <= n_rows_, "KvPageTable::truncate outside the held rows");
   if (!pool_) return;
-  const int64_t keep = (n + pool_->page_rows() - 1) / pool_->page_rows();
+  const int64_t keep = (n + pool_->page_rows() - 1) / pool_->page_rows() - first_page_;
   while (n_pages() > keep) {
     pool_->release(ids_.back());
     ids_.pop_back();
@@ -190,9 +298,27 @@ void KvPageTable::truncate(int64_t n) {
 int64_t KvPageTable::pages_needed(int64_t n_rows) const {
   if (!pool_ || n_rows <= n_rows_) return 0;
   const int64_t pr = pool_->page_rows();
-  const int64_t grow = (n_rows + pr - 1) / pr - n_pages();
-  const bool cow = n_rows_ % pr != 0 && pool_->refcount(ids_.back()) > 1;
-  return grow + (cow ? 1 : 0);
+  // Replays append()'s page events. A page this table alone holds returns to the pool when it slides
+  // out; a shared one does not (its other holders keep it).
+  std::vector<char> owned(ids_.size());
+  for (size_t p = 0; p < ids_.size(); ++p) owned[p] = pool_->refcount(ids_[p]) == 1;
+  const int64_t first0 = first_page_, end0 = first_page_ + n_pages();
+  const auto is_owned = [&](int64_t page) { return page >= end0 || owned[static_cast<size_t>(page - first0)] != 0; };
+  int64_t first = first0, end = end0, net = 0, peak = 0;
+  for (int64_t n = n_rows_; n < n_rows; ++n) {
+    const int64_t keep = slide_.keep_from(n + 1);
+    while (slide_.align > 0 && first < end && (first + 1) * pr <= keep) net -= is_owned(first++) ? 1 : 0;
+    if (first == end) first = end = n / pr;
+    if (n % pr == 0 && n / pr == end) {
+      ++end;
+      ++net;
+    } else if (!is_owned(end - 1)) {  // copy-on-write of the shared last page
+      owned[static_cast<size_t>(end - 1 - first0)] = 1;
+      ++net;
+    }
+    peak = std::max(peak, net);
+  }
+  return peak;
 }
 
 }  // namespace dsv4

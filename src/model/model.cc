@@ -6,6 +6,8 @@
 
 #include "io/safetensors.h"
 #include "model/tensor_layout.h"
+#include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/mtp.h"
 
@@ -57,8 +59,8 @@ int64_t Model::max_context() const {
 }
 
 Status Model::configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows) {
-  if ((kv_pool_ && kv_pool_->stats().pages_in_use > 0) || (index_pool_ && index_pool_->stats().pages_in_use > 0))
-    return invalid_argument("model.kv_pages_in_use", "the KV page pool can only change while no sequence holds pages");
+  if (pools_ && pools_->usage().bytes_in_use() > 0)
+    return invalid_argument("model.kv_pages_in_use", "the state page pools can only change while no sequence holds pages");
   if (page_rows < 1 || max_bytes < 0 || storage == KvStorage::kFp4)
     return invalid_argument("model.kv_pages_config", "storage kFp8 or kF32, page_rows >= 1 and max_bytes >= 0");
   if (ctx_.cfg.index_head_dim % kIndexKeyBlock != 0)
@@ -66,46 +68,75 @@ Status Model::configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t p
   const KvRowLayout layout{ctx_.cfg.head_dim, ctx_.cfg.rope_head_dim};
   if (!layout.valid())
     return invalid_argument("model.kv_row_layout", "head_dim - rope_head_dim must be a positive multiple of 64");
-  kv_pool_ = std::make_shared<KvPagePool>(layout, storage, page_rows, max_bytes);
-  index_pool_ = std::make_shared<KvPagePool>(KvRowLayout{ctx_.cfg.index_head_dim, 0},
-                                             storage == KvStorage::kF32 ? KvStorage::kF32 : KvStorage::kFp4, page_rows);
+  auto pools = std::make_unique<StatePools>();
+  pools->budget = std::make_shared<PageBudget>(max_bytes);
+  // Window rows are on the compressed rows' grid (RMSNorm_kv, RoPE'd bf16 tail, FP8-simulated nope
+  // dims: spec §4), so the same FP8 layout stores them losslessly.
+  pools->window = std::make_shared<KvPagePool>(layout, storage, page_rows, pools->budget);
+  pools->main_rows = std::make_shared<KvPagePool>(layout, storage, page_rows, pools->budget);
+  pools->index_keys = std::make_shared<KvPagePool>(KvRowLayout{ctx_.cfg.index_head_dim, 0},
+                                                   storage == KvStorage::kF32 ? KvStorage::kF32 : KvStorage::kFp4,
+                                                   page_rows, pools->budget);
+  // One partial pool per compressor geometry, created now so new_sequence() only looks them up.
+  auto add_partials = [&](const AttentionWeights& a) {
+    for (const CompressorWeights* cw : {a.has_compressor ? &a.compressor : nullptr,
+                                        a.has_indexer ? &a.indexer.compressor : nullptr}) {
+      if (cw == nullptr) continue;
+      pools->partial_pool(2 * (cw->overlap ? 2 : 1) * cw->head_dim, v4::partial_page_rows(cw->ratio));
+    }
+  };
+  for (const auto& l : weights_->layers) add_partials(l.attn);
+  for (const auto& m : weights_->mtp) add_partials(m.block.attn);
+  pools_ = std::move(pools);
   return Status::ok();
 }
 
 std::unique_ptr<SequenceState> Model::new_sequence() const {
   auto st = std::make_unique<SequenceState>();
   st->layers.resize(weights_->layers.size());
-  for (size_t il = 0; il < st->layers.size(); ++il) {
-    st->layers[il].compressor.rows = KvPageTable(kv_pool_);
-    st->layers[il].index_keys.rows = KvPageTable(index_pool_);
-    v4::attention_state_init(ctx_, weights_->layers[il].attn, &st->layers[il]);
-  }
+  for (size_t il = 0; il < st->layers.size(); ++il)
+    v4::attention_state_init(ctx_, weights_->layers[il].attn, pools_.get(), &st->layers[il]);
   st->mtp_layers.resize(weights_->mtp.size());
-  for (size_t k = 0; k < st->mtp_layers.size(); ++k) {
-    st->mtp_layers[k].compressor.rows = KvPageTable(kv_pool_);
-    st->mtp_layers[k].index_keys.rows = KvPageTable(index_pool_);
-    v4::attention_state_init(ctx_, weights_->mtp[k].block.attn, &st->mtp_layers[k]);
-  }
+  for (size_t k = 0; k < st->mtp_layers.size(); ++k)
+    v4::attention_state_init(ctx_, weights_->mtp[k].block.attn, pools_.get(), &st->mtp_layers[k]);
   return st;
 }
 
-// Pages the batch makes the sequences' compressed rows grow by, so that a budgeted pool is checked
-// before any state changes. `next[s]`: the sequence's length after the batch (−1: not in the batch).
-int64_t Model::kv_pages_needed(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const {
+// Bytes of pages the batch makes every table of the sequences allocate at its peak, so that a budgeted
+// pool set is checked before any state changes.
+Status Model::check_budget(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const {
+  const int64_t have = pools_->budget->available_bytes();
+  if (pools_->budget->max_bytes() == 0) return Status::ok();
   int64_t need = 0;
+  const auto add = [&need](const KvPageTable& t, int64_t rows) { need += t.pages_needed(rows) * t.pool().page_bytes(); };
   for (size_t s = 0; s < states.size(); ++s) {
     if (next[s] < 0) continue;
     const auto& layers = mtp ? states[s]->mtp_layers : states[s]->layers;
     for (size_t il = 0; il < layers.size(); ++il) {
       const AttentionWeights& w = mtp ? weights_->mtp[il].block.attn : weights_->layers[il].attn;
-      if (w.has_compressor) need += layers[il].compressor.rows.pages_needed(next[s] / w.compressor.ratio);
+      const LayerState& l = layers[il];
+      add(l.window, next[s]);
+      if (w.has_compressor) {
+        add(l.compressor.partial, next[s]);
+        add(l.compressor.rows, next[s] / w.compressor.ratio);
+      }
+      if (w.has_indexer) {
+        add(l.index_keys.partial, next[s]);
+        add(l.index_keys.rows, next[s] / w.indexer.compressor.ratio);
+      }
     }
   }
-  return need;
+  if (need > have)
+    return resource_exhausted("model.state_pages_exhausted", "the batch needs " + std::to_string(need) +
+                                                                 " bytes of state pages, the budget has " +
+                                                                 std::to_string(have) + " left");
+  return Status::ok();
 }
 
-Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const {
-  std::vector<int64_t> next(states.size(), -1);
+Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp,
+                       std::vector<int64_t>* next_out) const {
+  std::vector<int64_t>& next = *next_out;
+  next.assign(states.size(), -1);
   for (size_t s = 0; s < states.size(); ++s)
     for (size_t t = 0; t < s; ++t)
       if (states[s] && states[s] == states[t])
@@ -129,18 +160,13 @@ Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceStat
                                                       " exceeds the context limit " + std::to_string(max_context()));
     ++nx;
   }
-  if (kv_pool_->stats().max_pages > 0) {
-    const int64_t need = kv_pages_needed(states, next, mtp), have = kv_pool_->available_pages();
-    if (need > have)
-      return resource_exhausted("model.kv_pages_exhausted", "the batch needs " + std::to_string(need) +
-                                                                " KV pages, the pool has " + std::to_string(have) + " left");
-  }
   return Status::ok();
 }
 
 Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
                       std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) const {
-  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false));
+  std::vector<int64_t> next;
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false, &next));
   const ModelConfig& c = ctx_.cfg;
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
   int64_t n_out = 0;
@@ -161,6 +187,7 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
     trace->layers.assign(static_cast<size_t>(c.n_layers), {});
   }
   std::lock_guard<std::mutex> lock(forward_mu_);
+  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, next, /*mtp=*/false));  // under the lock: no one allocates
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto n = static_cast<int64_t>(order.size());
@@ -198,7 +225,8 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
   if (final_streams.size() != batch.size() * static_cast<size_t>(hc * d))
     return invalid_argument("model.mtp_streams", "final_streams must hold [n_batch, hc_mult, dim] values");
-  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true));
+  std::vector<int64_t> next_len;
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true, &next_len));
   int64_t n_out = 0;
   const auto out_row = logit_rows(batch, &n_out);
   // Layer-major like forward: the MTP block's attention per sequence, everything else over all rows.
@@ -215,6 +243,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
     order.insert(order.end(), groups[s].begin(), groups[s].end());
   }
   std::lock_guard<std::mutex> lock(forward_mu_);
+  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, next_len, /*mtp=*/true));
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto n = static_cast<int64_t>(order.size());

@@ -68,16 +68,26 @@ class Model {
   // Longest sequence the model accepts (max_position_embeddings).
   int64_t max_context() const;
 
-  // Sequences hold their compressed KV rows in pages of kv_pages() (FP8 by default) and their indexer
-  // keys in pages of index_pages() (packed FP4 by default).
+  // Every kind of per-sequence state lives in pages of the model's pools (spec §4): window rows and
+  // compressed main rows FP8 (core/kv_row.h), indexer keys packed FP4, compressor partial-block rows
+  // fp32 (only the open blocks). All pools draw from one byte budget. Copying a SequenceState shares
+  // its pages (copy-on-write), so snapshots and prefix copies cost no row copies.
   std::unique_ptr<SequenceState> new_sequence() const;
-  const KvPagePool& kv_pages() const { return *kv_pool_; }
-  const KvPagePool& index_pages() const { return *index_pool_; }
-  // Replaces the page pools: kFp8 (main rows FP8, indexer keys FP4) or kF32 (both verbatim fp32); byte
-  // budget of the main rows' pool (0 = unlimited; a forward that would need more pages fails with
-  // kResourceExhausted before touching any state; the indexer keys' pool is not budgeted); rows per page.
-  // kInvalidArgument while any sequence still holds pages.
+  const KvPagePool& kv_pages() const { return *pools_->main_rows; }
+  const KvPagePool& index_pages() const { return *pools_->index_keys; }
+  const KvPagePool& window_pages() const { return *pools_->window; }
+  // Pages and bytes in use / held, per kind of state, and the budget.
+  StateMemory state_memory() const { return pools_->usage(); }
+  // Replaces the pools: kFp8 (window and main rows FP8, indexer keys FP4) or kF32 (all verbatim fp32);
+  // `max_bytes`: the byte budget of all pools together (0 = unlimited); `page_rows`: rows per page of
+  // the window, main-row and key pools. kInvalidArgument while any sequence still holds pages.
   Status configure_kv_pages(KvStorage storage, int64_t max_bytes, int32_t page_rows = kKvPageRows);
+  // Sets the byte budget of all pools (0 = unlimited) at any time; below the bytes in use, forwards that
+  // need pages fail until enough are released. Thread-safe.
+  void set_state_budget(int64_t max_bytes) const { pools_->budget->set_max_bytes(max_bytes); }
+  // A forward (or forward_mtp) that needs more bytes of pages than the budget has left fails with
+  // kResourceExhausted (rule "model.state_pages_exhausted") before touching any state. The need is the
+  // peak, over the batch, of the pages each page table allocates net of those its sliding frees.
 
   // Runs the batch (const: the model is immutable after load); logits (if not null) receives
   // [n_want_logits, vocab] in batch order. Calls from several threads are serialized (they share the
@@ -96,15 +106,16 @@ class Model {
                      ForwardCapture* capture = nullptr) const;
 
  private:
-  Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
-  int64_t kv_pages_needed(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const;
+  // `next[s]`: sequence s's length after the batch (−1: not in it).
+  Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp,
+                  std::vector<int64_t>* next) const;
+  Status check_budget(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const;
 
   ModelOptions options_;
   std::unique_ptr<ThreadPool> pool_;
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
-  std::shared_ptr<KvPagePool> kv_pool_;
-  std::shared_ptr<KvPagePool> index_pool_;
+  std::unique_ptr<StatePools> pools_;
   mutable std::mutex forward_mu_;
 };
 

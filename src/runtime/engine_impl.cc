@@ -78,12 +78,14 @@ void EngineImpl::publish_stats() {
   const StateFootprint used = core_.bytes_in_use();
   const RunnerMemory mem = runner_->memory();
   s.kv_pages_in_use = mem.kv_pages_in_use + mem.index_pages_in_use;
-  s.kv_page_bytes_in_use = mem.bytes_in_use();
-  s.kv_page_bytes_held = mem.bytes_held();
-  // Compressed rows and keys: what the page stores really hold when the runner has them, else the estimate.
-  s.state_bytes_in_use = used.window_ring_per_seq + used.compressor_partial_per_seq +
-                         (mem.kv_page_bytes > 0 ? mem.bytes_in_use() : used.per_token() + used.kv_page_slack_per_seq) +
-                         core_.checkpoint_bytes_in_use();
+  s.kv_page_bytes_in_use = mem.kv_bytes_in_use();
+  s.kv_page_bytes_held = mem.kv_bytes_held();
+  // What the state pages (window, partial blocks, rows, keys; checkpoints share them) really hold when the
+  // runner has them, else the estimate.
+  s.state_bytes_in_use = mem.kv_page_bytes > 0 ? mem.bytes_in_use()
+                                               : used.window_ring_per_seq + used.compressor_partial_per_seq +
+                                                     used.per_token() + used.kv_page_slack_per_seq +
+                                                     core_.checkpoint_bytes_in_use();
   s.state_bytes_budget = static_cast<int64_t>(core_.plan().n_blocks) * core_.plan().block_bytes;
   std::lock_guard<std::mutex> lock(mu_);
   core_waiting_ = core_.n_waiting();

@@ -8,66 +8,28 @@
 #include <string>
 
 namespace dsv4 {
-namespace {
-
-CompressorState without_entries(const CompressorState& c) {
-  CompressorState out;
-  out.kv = c.kv;
-  out.score = c.score;
-  out.prev_kv = c.prev_kv;
-  out.prev_score = c.prev_score;
-  out.n_entries = c.n_entries;
-  return out;
-}
-
-LayerState without_entries(const LayerState& l) {
-  LayerState out;
-  out.window = l.window;
-  out.compressor = without_entries(l.compressor);
-  out.index_keys = without_entries(l.index_keys);
-  return out;
-}
-
-// Entries are append-only and each row is the same width, so a row count recovers the old vector.
-void restore_compressor(const CompressorState& saved, CompressorState* c) {
-  const size_t width = c->n_entries > 0 ? c->entries.size() / static_cast<size_t>(c->n_entries) : 0;
-  c->kv = saved.kv;
-  c->score = saved.score;
-  c->prev_kv = saved.prev_kv;
-  c->prev_score = saved.prev_score;
-  if (saved.n_entries < c->n_entries) {
-    c->entries.resize(static_cast<size_t>(saved.n_entries) * width);
-    if (c->rows.size() > saved.n_entries) c->rows.truncate(saved.n_entries);  // pages past the cut go back
-  }
-  c->n_entries = saved.n_entries;
-}
-
-void restore_layer(const LayerState& saved, LayerState* l) {
-  l->window = saved.window;
-  restore_compressor(saved.compressor, &l->compressor);
-  restore_compressor(saved.index_keys, &l->index_keys);
-}
-
-}  // namespace
-
 StateFootprint model_state_footprint(const ModelConfig& c, int32_t kv_page_rows) {
   StateFootprint f;
   const int64_t row_bytes = KvRowLayout{c.head_dim, c.rope_head_dim}.bytes();
   const int64_t n_all = c.n_layers + c.n_mtp_layers;
-  f.window_ring_per_seq = n_all * c.window_size * c.head_dim * 4;
+  // Window rows FP8 in pages; a sliding table holds the pages of the last window_size rows: at most
+  // ceil(window / page) + 1 of them when the window does not start on a page boundary.
+  const int64_t window_pages = (c.window_size + kv_page_rows - 1) / kv_page_rows + 1;
+  f.window_ring_per_seq = n_all * window_pages * kv_page_rows * row_bytes;
   for (int64_t il = 0; il < n_all && il < static_cast<int64_t>(c.compress_ratios.size()); ++il) {
     const int64_t r = c.compress_ratio(il);
     if (r <= 0) continue;
     const int64_t coff = r == 4 ? 2 : 1;
-    const int64_t prev = r == 4 ? 2 : 1;  // overlap keeps the previous block's rows too
+    const int64_t blocks = r == 4 ? 2 : 1;  // overlap keeps the previous block's rows too
     f.compressed_main_per_token += (row_bytes + r - 1) / r;
     f.kv_page_slack_per_seq += row_bytes * kv_page_rows;
-    f.compressor_partial_per_seq += prev * 2 * r * coff * c.head_dim * 4;
+    // Partial rows fp32 [kv | score], pages never straddle blocks: exactly the open block(s).
+    f.compressor_partial_per_seq += blocks * r * 2 * coff * c.head_dim * 4;
     if (r == 4) {  // CSA: the indexer's keys and its own overlap compressor
       const int64_t key_bytes = index_key_bytes(c.index_head_dim);
       f.compressed_indexer_per_token += (key_bytes + 3) / 4;
       f.kv_page_slack_per_seq += key_bytes * kv_page_rows;
-      f.compressor_partial_per_seq += 2 * 2 * 4 * 2 * c.index_head_dim * 4;
+      f.compressor_partial_per_seq += 2 * 4 * 2 * 2 * c.index_head_dim * 4;
     }
   }
   return f;
@@ -95,14 +57,28 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.has_mtp = has_mtp_;
   info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
   checkpoint_interval_ = default_checkpoint_interval(c);
-  // A checkpoint copies the fixed-size state (ring, partial blocks; the MTP streams) and, once the
-  // sequence writes past it, keeps the old copy of each table's last page.
+  // A checkpoint shares every page of the state and copies the MTP streams; once the sequence writes
+  // past it, it keeps the pages the sequence copies (last pages) or slides out of (window, partials).
   info_.checkpoint_bytes = info_.footprint.per_seq() + static_cast<int64_t>(c.hc_mult * c.dim) * 4;
 }
 
 RunnerMemory ModelModelRunner::memory() const {
-  const KvPoolStats s = model_->kv_pages().stats(), k = model_->index_pages().stats();
-  return {s.page_bytes, s.pages_in_use, s.pages_created, k.page_bytes, k.pages_in_use, k.pages_created};
+  const StateMemory m = model_->state_memory();
+  RunnerMemory r;
+  r.kv_page_bytes = model_->kv_pages().page_bytes();
+  r.kv_pages_in_use = m.main_rows.pages_in_use;
+  r.kv_pages_held = m.main_rows.pages_held;
+  r.index_page_bytes = model_->index_pages().page_bytes();
+  r.index_pages_in_use = m.index_keys.pages_in_use;
+  r.index_pages_held = m.index_keys.pages_held;
+  r.window_pages_in_use = m.window.pages_in_use;
+  r.window_bytes_in_use = m.window.bytes_in_use;
+  r.window_bytes_held = m.window.bytes_held;
+  r.partial_pages_in_use = m.partial.pages_in_use;
+  r.partial_bytes_in_use = m.partial.bytes_in_use;
+  r.partial_bytes_held = m.partial.bytes_held;
+  r.budget_bytes = m.budget_bytes;
+  return r;
 }
 
 Result<std::unique_ptr<ModelModelRunner>> ModelModelRunner::load(const std::filesystem::path& dir,
@@ -139,24 +115,56 @@ int32_t ModelModelRunner::length(SeqSlot seq) const {
   return static_cast<int32_t>(seqs_[static_cast<size_t>(seq)].state->n_tokens());
 }
 
+namespace {
+
+// The sliding parts (window, partial rows) as page-sharing copies; the compressed rows and keys only
+// as counts: they are append-only, so truncating them back restores them, and a snapshot that does
+// not share their last page spares every forward a copy-on-write of it.
+LayerState snapshot_layer(const LayerState& l) {
+  LayerState s;
+  s.window = l.window;
+  s.compressor.partial = l.compressor.partial;
+  s.compressor.n_entries = l.compressor.n_entries;
+  s.index_keys.partial = l.index_keys.partial;
+  s.index_keys.n_entries = l.index_keys.n_entries;
+  return s;
+}
+
+void restore_compressor(CompressorState& saved, CompressorState* c) {
+  c->partial = std::move(saved.partial);
+  if (c->rows.size() > saved.n_entries) c->rows.truncate(saved.n_entries);  // pages past the cut go back
+  c->n_entries = saved.n_entries;
+}
+
+void restore_layers(std::vector<LayerState>& saved, std::vector<LayerState>* layers) {
+  for (size_t i = 0; i < layers->size(); ++i) {
+    LayerState& l = (*layers)[i];
+    l.window = std::move(saved[i].window);
+    restore_compressor(saved[i].compressor, &l.compressor);
+    restore_compressor(saved[i].index_keys, &l.index_keys);
+  }
+}
+
+}  // namespace
+
 ModelModelRunner::Snapshot ModelModelRunner::take(const SequenceState& st, bool main_too) const {
   Snapshot s;
-  if (main_too) {
-    for (const LayerState& l : st.layers) s.layers.push_back(without_entries(l));
-  }
-  for (const LayerState& l : st.mtp_layers) s.mtp_layers.push_back(without_entries(l));
+  if (main_too)
+    for (const LayerState& l : st.layers) s.layers.push_back(snapshot_layer(l));
+  for (const LayerState& l : st.mtp_layers) s.mtp_layers.push_back(snapshot_layer(l));
   s.n_tokens = st.n_tokens_;
   s.n_mtp_tokens = st.n_mtp_tokens_;
   return s;
 }
 
-void ModelModelRunner::restore(const Snapshot& s, SequenceState* st, bool main_too) const {
+void ModelModelRunner::restore(Snapshot& s, SequenceState* st, bool main_too) const {
   if (main_too) {
-    for (size_t i = 0; i < st->layers.size(); ++i) restore_layer(s.layers[i], &st->layers[i]);
+    restore_layers(s.layers, &st->layers);
     st->n_tokens_ = s.n_tokens;
   }
-  for (size_t i = 0; i < st->mtp_layers.size(); ++i) restore_layer(s.mtp_layers[i], &st->mtp_layers[i]);
+  restore_layers(s.mtp_layers, &st->mtp_layers);
   st->n_mtp_tokens_ = s.n_mtp_tokens;
+  s = Snapshot{};
 }
 
 void ModelModelRunner::end_draft(Seq& s) {
@@ -395,8 +403,9 @@ int64_t ModelModelRunner::checkpoints_held() const {
 }
 
 Status ModelModelRunner::set_state_budget(int64_t bytes) {
-  if (bytes < 0) return invalid_argument("runner.bad_budget", "the state budget must be >= 0 bytes");
-  return model_->configure_kv_pages(model_->kv_pages().storage(), bytes, model_->kv_pages().page_rows());
+  if (bytes < 0) return invalid_argument("runner.bad_budget", "the state budget must be >= 0 bytes (0 = unlimited)");
+  model_->set_state_budget(bytes);
+  return Status::ok();
 }
 
 Status ModelModelRunner::draft(std::span<const RunnerToken> batch, std::vector<float>* logits) {

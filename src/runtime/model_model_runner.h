@@ -1,8 +1,8 @@
 // runtime: the ModelRunner over the real forward pass (model/model.h). Sequences are SequenceStates
-// owned here; truncate() is exact by snapshot + replay: before each forward the fixed-size part of every
-// fed sequence's state (window rings, compressor partial blocks, entry counts, MTP state) is saved, and
-// a rollback restores it, drops the compressed entries appended since (they are append-only) and
-// re-runs the kept tokens. The MTP state lags the main state by one position (it needs the next token)
+// owned here; truncate() is exact by snapshot + replay: before each forward the window and partial-block
+// tables of every fed sequence are copied (copies share pages, copy-on-write: no row is copied) and the
+// compressed-row and key counts noted; a rollback puts the tables back, truncates the append-only rows
+// and keys to the counts and re-runs the kept tokens. The MTP state lags the main state by one position (it needs the next token)
 // and is caught up after every forward; draft steps run on it and are undone before the next forward.
 // Prefix reuse: with checkpoints on, a sequence keeps an immutable copy of its state at every multiple of
 // the checkpoint interval (shared by the copies a prefix hit makes), so copy_prefix() restores the nearest
@@ -18,9 +18,10 @@
 
 namespace dsv4 {
 
-// Bytes of state this model holds per sequence and per token, by kind: compressed main rows in the
-// FP8 page layout and indexer keys packed FP4 (core/kv_row.h, rounded up per layer), plus one page of
-// slack per page table; window rings and compressor partial blocks fp32 as the model keeps them. Exposed for
+// Bytes of state this model holds per sequence and per token, by kind, in the layouts of its pools:
+// compressed main rows FP8 and indexer keys packed FP4 (core/kv_row.h, rounded up per layer) plus one
+// page of slack per table; window rows FP8, the pages of the last window_size rows (at most
+// ceil(window / page) + 1 per layer); compressor partial rows fp32, the open block(s) only. Exposed for
 // the pool plan and for tests.
 StateFootprint model_state_footprint(const ModelConfig& cfg, int32_t kv_page_rows = kKvPageRows);
 
@@ -40,7 +41,7 @@ class ModelModelRunner : public ModelRunner {
 
   const RunnerInfo& info() const override { return info_; }
   RunnerMemory memory() const override;
-  // Budgets the model's page pools (Model::configure_kv_pages); kInvalidArgument while a sequence exists.
+  // The byte budget of all the model's page pools (Model::set_state_budget), at any time.
   Status set_state_budget(int64_t bytes) override;
   void keep_checkpoints(bool on) override;
   // Tests: the interval used while checkpoints are on (>= 1; default_checkpoint_interval() by default).
@@ -62,16 +63,15 @@ class ModelModelRunner : public ModelRunner {
 
  private:
   struct Snapshot {
-    std::vector<LayerState> layers;      // entries left empty; entry counts below
+    std::vector<LayerState> layers;      // window + partial copies, entry counts; empty: MTP part only
     std::vector<LayerState> mtp_layers;
-    std::vector<int64_t> entry_counts;   // per layer then per MTP layer: compressor, index_keys
     int64_t n_tokens = 0;
     int64_t n_mtp_tokens = 0;
   };
   // The whole state after the first n_tokens tokens; immutable once taken.
   struct Checkpoint {
     int64_t n_tokens = 0;
-    SequenceState state;        // compressed rows share the sequence's pages (copy-on-write)
+    SequenceState state;        // shares every page with the sequence (copy-on-write)
     std::vector<float> last_h;  // [hc_mult, dim] final streams at position n_tokens - 1
   };
   // What a forward must put back if it fails halfway (all or nothing).
@@ -96,7 +96,8 @@ class ModelModelRunner : public ModelRunner {
   };
 
   Snapshot take(const SequenceState& st, bool main_too) const;
-  void restore(const Snapshot& s, SequenceState* st, bool main_too) const;
+  // Moves the snapshot back into the state (s is left empty).
+  void restore(Snapshot& s, SequenceState* st, bool main_too) const;
   void end_draft(Seq& s);
   Status check(SeqSlot seq, const char* what) const;
   // The main forward plus the MTP catch-up, split where a sequence reaches a checkpoint position; on

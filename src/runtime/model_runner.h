@@ -29,17 +29,18 @@ struct RunnerToken {
 // Bytes of per-sequence state, split by the kinds of spec §4, summed over all layers (MTP included).
 // `*_per_token` grows with the sequence; `*_per_seq` is paid once per live sequence.
 struct StateFootprint {
-  int64_t window_ring_per_seq = 0;          // SWA rings [window, head_dim] per layer
+  int64_t window_ring_per_seq = 0;          // SWA window rows per layer (FP8 pages of the last window_size rows)
   int64_t compressed_main_per_token = 0;    // CSA/HCA compressed rows (FP8, 584 B at 512 dims) / ratio
   int64_t compressed_indexer_per_token = 0; // CSA indexer keys (packed FP4 + ue8m0, 68 B at 128 dims) / 4
-  int64_t compressor_partial_per_seq = 0;   // compressor kv/score f32 partial blocks (main + indexer)
+  int64_t compressor_partial_per_seq = 0;   // compressor kv/score f32 rows of the open block(s) (main + indexer)
   int64_t kv_page_slack_per_seq = 0;        // paged rows/keys: at most one partly filled page per table
   int64_t per_token() const { return compressed_main_per_token + compressed_indexer_per_token; }
   int64_t per_seq() const { return window_ring_per_seq + compressor_partial_per_seq + kv_page_slack_per_seq; }
 };
 
-// What the runner's paged KV row store really holds right now (all sequences, cached prefixes included).
-// A runner without a page store reports zeros.
+// What the runner's state pages really hold right now (all sequences, snapshots and cached prefixes
+// included), per kind of state; every kind draws from one byte budget (set_state_budget). A runner
+// without page pools reports zeros.
 struct RunnerMemory {
   // Compressed main rows (FP8).
   int64_t kv_page_bytes = 0;    // bytes of one page
@@ -49,8 +50,19 @@ struct RunnerMemory {
   int64_t index_page_bytes = 0;
   int64_t index_pages_in_use = 0;
   int64_t index_pages_held = 0;
-  int64_t bytes_in_use() const { return kv_pages_in_use * kv_page_bytes + index_pages_in_use * index_page_bytes; }
-  int64_t bytes_held() const { return kv_pages_held * kv_page_bytes + index_pages_held * index_page_bytes; }
+  // Window rows (FP8) and compressor partial-block rows (fp32, pools of several page sizes: bytes).
+  int64_t window_pages_in_use = 0;
+  int64_t window_bytes_in_use = 0;
+  int64_t window_bytes_held = 0;
+  int64_t partial_pages_in_use = 0;
+  int64_t partial_bytes_in_use = 0;
+  int64_t partial_bytes_held = 0;
+  int64_t budget_bytes = 0;  // the budget of all kinds together; 0 = unlimited
+  int64_t kv_bytes_in_use() const { return kv_pages_in_use * kv_page_bytes + index_pages_in_use * index_page_bytes; }
+  int64_t kv_bytes_held() const { return kv_pages_held * kv_page_bytes + index_pages_held * index_page_bytes; }
+  // All kinds together.
+  int64_t bytes_in_use() const { return kv_bytes_in_use() + window_bytes_in_use + partial_bytes_in_use; }
+  int64_t bytes_held() const { return kv_bytes_held() + window_bytes_held + partial_bytes_held; }
 };
 
 struct RunnerInfo {
@@ -78,10 +90,10 @@ class ModelRunner {
 
   virtual const RunnerInfo& info() const = 0;
   virtual RunnerMemory memory() const { return {}; }
-
   // Binds the memory of every sequence's state (checkpoints included) to `bytes` (0 = unlimited): a
-  // forward() that would need more fails with kResourceExhausted and changes nothing. Called while no
-  // sequence exists. Runners without a bounded store accept any budget.
+  // forward() that would need more fails with kResourceExhausted and changes nothing. The model runner
+  // takes it at any time (below the bytes in use, forwards that need pages fail until enough are freed).
+  // Runners without a bounded store accept any budget.
   virtual Status set_state_budget(int64_t bytes) {
     (void)bytes;
     return Status::ok();

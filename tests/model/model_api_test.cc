@@ -186,12 +186,17 @@ struct SyntheticCompressor {
   }
   std::vector<float> run(const std::vector<float>& x, int64_t dim, int64_t chunk) {
     CompressorState st;
-    v4::compressor_init(w, &st);
+    v4::compressor_init(w, v4::CompressorKind::kMain, nullptr, &st);
     const int64_t n = static_cast<int64_t>(x.size()) / dim;
     for (int64_t s = 0; s < n; s += chunk)
       v4::compressor_feed(v4::Execution{}, w, v4::CompressorKind::kMain, 64, 1e-6f, freqs, &st, x.data() + s * dim, s, std::min(chunk, n - s));
     EXPECT_EQ(st.n_entries, n / w.ratio);
-    return st.entries;
+    EXPECT_EQ(st.rows.size(), st.n_entries);
+    std::vector<float> entries(static_cast<size_t>(st.n_entries * w.head_dim));  // [n_entries, dc]
+    for (int64_t t = 0; t < st.n_entries; ++t) st.rows.read(t, entries.data() + t * w.head_dim);
+    // Only the open block's partial rows (and the previous block's with overlap) are still held.
+    EXPECT_LE(st.partial.size() - st.partial.first_row(), (w.overlap ? 2 : 1) * w.ratio);
+    return entries;
   }
 };
 

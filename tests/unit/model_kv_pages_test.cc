@@ -1,7 +1,9 @@
-// unit: the paged FP8 store of compressed KV rows and FP4 store of indexer keys (model/kv_pages.h). Pool and page-table
-// mechanics (copy-on-write sharing, truncation, budget) against hand-counted pages; the FP8 store is lossless on the
-// rows the real compressor produces (golden tiny checkpoint: every stored row and every logit is bit-identical to an
-// fp32 store, indexer keys too); a budgeted pool refuses a forward before touching any state.
+// unit: the paged state of a sequence (model/kv_pages.h, sequence_state.h): FP8 compressed and window rows, FP4
+// indexer keys, fp32 partial blocks. Pool and page-table mechanics (copy-on-write sharing, truncation, sliding,
+// budget, the peak-page prediction) against hand-counted pages and real appends; the FP8 store is lossless on the
+// rows the real model produces (golden tiny checkpoint: every stored row and every logit, prefill, decode and a chunk,
+// is bit-identical to an fp32 store; a perturbed window row is detected); one byte budget over all pools refuses a
+// forward before touching any state.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -147,13 +149,18 @@ TEST(ModelKvPages, Fp8StoreIsLosslessOnTheRealCompressorRows) {
   std::vector<float> l8, l32;
   ASSERT_TRUE(fp8->forward(batch, p8, &l8).is_ok());
   ASSERT_TRUE(f32->forward(batch, p32, &l32).is_ok());
-  int64_t compared = 0, compared_keys = 0;
+  int64_t compared = 0, compared_keys = 0, compared_window = 0;
   for (size_t il = 0; il < s8->layers.size(); ++il) {
     const KvPageTable& a = s8->layers[il].compressor.rows;
     const KvPageTable& b = s32->layers[il].compressor.rows;
     ASSERT_EQ(a.size(), b.size()) << "layer " << il;
     for (int64_t t = 0; t < a.size(); ++t, ++compared)
       ASSERT_EQ(read(a, t), read(b, t)) << "layer " << il << " row " << t;
+    // Window rows: FP8 vs fp32 (the last 16 positions).
+    const KvPageTable& wa = s8->layers[il].window;
+    const KvPageTable& wb = s32->layers[il].window;
+    for (int64_t p = 70 - 16; p < 70; ++p, ++compared_window)
+      ASSERT_EQ(read(wa, p), read(wb, p)) << "layer " << il << " window row " << p;
     // Indexer keys: packed FP4 vs fp32.
     const KvPageTable& ka = s8->layers[il].index_keys.rows;
     const KvPageTable& kb = s32->layers[il].index_keys.rows;
@@ -163,37 +170,162 @@ TEST(ModelKvPages, Fp8StoreIsLosslessOnTheRealCompressorRows) {
   }
   EXPECT_EQ(compared, 2 * 17 + 8);
   EXPECT_EQ(compared_keys, 2 * 17);
+  EXPECT_EQ(compared_window, 6 * 16);
   EXPECT_EQ(fp8->index_pages().row_bytes(), 68);
   EXPECT_EQ(f32->index_pages().row_bytes(), 512);
   EXPECT_EQ(l8, l32);  // attention over decoded FP8 rows == over fp32 rows, bit for bit
   EXPECT_EQ(fp8->kv_pages().row_bytes(), 200);
   EXPECT_EQ(f32->kv_pages().row_bytes(), 512);
   EXPECT_EQ(fp8->kv_pages().stats().pages_in_use, 3);  // one page per layer with rows
+  // Decode and a chunk continue bit-identically too, and a perturbed window row is detected.
+  std::vector<BatchToken> step = {{0, 70, 11, true}, {0, 71, 12, true}, {0, 72, 13, true}};
+  SequenceState untouched = *s8, clean = *s8, perturbed = *s8;  // share every page (copy-on-write)
+  ASSERT_TRUE(fp8->forward(step, p8, &l8).is_ok());
+  ASSERT_TRUE(f32->forward(step, p32, &l32).is_ok());
+  EXPECT_EQ(l8, l32);
+  for (int i = 0; i < 3; ++i) step[static_cast<size_t>(i)].pos += 3;
+  ASSERT_TRUE(fp8->forward({step.data(), 1}, p8, &l8).is_ok());
+  ASSERT_TRUE(f32->forward({step.data(), 1}, p32, &l32).is_ok());
+  EXPECT_EQ(l8, l32);
+  // Negative control: layer 0's newest window row rewritten in copies of the state before the step;
+  // the same row rewritten changes nothing, one nope dim scaled by 1.25 changes the logits.
+  std::vector<float> row(128);
+  for (SequenceState* c : {&clean, &perturbed}) {
+    c->layers[0].window.read(69, row.data());
+    c->layers[0].window.truncate(69);
+    if (c == &perturbed) row[3] = row[3] != 0.0f ? row[3] * 1.25f : 1.0f;
+    c->layers[0].window.append(row);
+  }
+  const std::vector<BatchToken> probe = {{0, 70, 11, true}};
+  std::vector<float> lu, lc, lp;
+  for (auto [st, out] : {std::pair{&untouched, &lu}, std::pair{&clean, &lc}, std::pair{&perturbed, &lp}}) {
+    SequenceState* one[] = {st};
+    ASSERT_TRUE(fp8->forward(probe, one, out).is_ok());
+  }
+  EXPECT_EQ(lc, lu);
+  EXPECT_NE(lp, lu);
+  for (SequenceState* c : {&untouched, &clean, &perturbed}) *c = SequenceState{};
   // A pool cannot be swapped under live pages.
   EXPECT_EQ(fp8->configure_kv_pages(KvStorage::kF32, 0).rule(), "model.kv_pages_in_use");
   s8.reset();
   EXPECT_EQ(fp8->kv_pages().stats().pages_in_use, 0);
 }
 
-TEST(ModelKvPages, BudgetRefusesAForwardBeforeTouchingState) {
-  const int64_t page = 64 * 200;
-  auto m = load_tiny(KvStorage::kFp8, 2 * page);
+// 40 tokens of the tiny model (window 16; L1, L3 r=4 with indexer; L2 r=128; L4 r=8; 128-dim rows: FP8
+// 200 B, FP4 keys 68 B; pages of 64 rows), counted by hand from the layouts and slide policies:
+//   window   6 layers × 1 page × 64·200                                          =  76800
+//   partial  r=4 main + indexer (512 floats = 2048 B rows, 4-row pages): 2 blocks
+//            = 2 pages each, ×2 compressors ×2 layers                            =  65536
+//            r=128 (256 floats, 16-row pages): rows 0..39 of the open block, 3 pages =  49152
+//            r=8 (256 floats, 8-row pages): the open block 32..39, 1 page         =   8192
+//   rows     L1, L3 (10 rows), L4 (5 rows): a page each × 64·200                  =  38400
+//   keys     L1, L3: a page each × 64·68                                          =   8704
+constexpr int64_t kTiny40Bytes = 76800 + 65536 + 49152 + 8192 + 38400 + 8704;
+
+TEST(ModelKvPages, EveryKindOfStateIsPagedAndCountedInBytes) {
+  auto m = load_tiny(KvStorage::kFp8);
   ASSERT_TRUE(m);
   auto st = m->new_sequence();
   SequenceState* ps[] = {st.get()};
   std::vector<float> logits;
-  const Status s = m->forward(prompt(40), ps, &logits);  // 3 layers with rows need 3 pages
-  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(s.rule(), "model.kv_pages_exhausted");
-  EXPECT_EQ(st->n_tokens(), 0);
-  EXPECT_EQ(m->kv_pages().stats().pages_in_use, 0);
-  EXPECT_TRUE(m->forward(prompt(7), ps, &logits).is_ok());  // r=4 rows only: 2 pages fit
-  EXPECT_EQ(m->kv_pages().stats().pages_in_use, 2);
+  ASSERT_TRUE(m->forward(prompt(40), ps, &logits).is_ok());
+  const StateMemory mem = m->state_memory();
+  EXPECT_EQ(mem.window.bytes_in_use, 76800);
+  EXPECT_EQ(mem.partial.bytes_in_use, 65536 + 49152 + 8192);
+  EXPECT_EQ(mem.main_rows.bytes_in_use, 38400);
+  EXPECT_EQ(mem.index_keys.bytes_in_use, 8704);
+  EXPECT_EQ(mem.bytes_in_use(), kTiny40Bytes);
+  // The window slides: 200 more tokens still hold at most ceil(16/64)+1 pages per layer, the partial
+  // rows only the open blocks; the compressed rows grow.
+  std::vector<BatchToken> more;
+  for (int i = 40; i < 240; ++i) more.push_back({0, i, 2 + i, false});
+  ASSERT_TRUE(m->forward(more, ps, &logits).is_ok());
+  for (const LayerState& l : st->layers) {
+    EXPECT_LE(l.window.n_pages(), 2);
+    EXPECT_EQ(l.window.first_row(), 192);  // 240 − 16 = 224 lies in page 3 (rows 192..255)
+  }
+  EXPECT_EQ(m->state_memory().window.pages_in_use, 6);
+  EXPECT_EQ(st->layers[2].compressor.partial.first_row(), 128);  // r=128: block 1 is open
+  EXPECT_EQ(st->layers[2].compressor.rows.size(), 1);
   st.reset();
-  ASSERT_TRUE(m->configure_kv_pages(KvStorage::kFp8, 3 * page).is_ok());
-  st = m->new_sequence();
-  ps[0] = st.get();
+  EXPECT_EQ(m->state_memory().bytes_in_use(), 0);
+  EXPECT_GT(m->state_memory().bytes_held(), 0);  // kept for reuse
+}
+
+TEST(ModelKvPages, BudgetRefusesAForwardBeforeTouchingState) {
+  auto m = load_tiny(KvStorage::kFp8, kTiny40Bytes - 1);
+  ASSERT_TRUE(m);
+  auto st = m->new_sequence();
+  SequenceState* ps[] = {st.get()};
+  std::vector<float> logits;
+  const Status s = m->forward(prompt(40), ps, &logits);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.rule(), "model.state_pages_exhausted");
+  EXPECT_EQ(st->n_tokens(), 0);
+  EXPECT_EQ(m->state_memory().bytes_in_use(), 0);
+  EXPECT_TRUE(logits.empty());
+  m->set_state_budget(kTiny40Bytes);  // exactly the peak the batch needs
   EXPECT_TRUE(m->forward(prompt(40), ps, &logits).is_ok());
+  EXPECT_EQ(m->state_memory().bytes_in_use(), kTiny40Bytes);
+  EXPECT_EQ(m->state_memory().budget_bytes, kTiny40Bytes);
+  // A copy shares every page: the next token must copy the shared last pages (copy-on-write) and the
+  // budget has no room for them.
+  SequenceState copy = *st;
+  EXPECT_EQ(m->state_memory().bytes_in_use(), kTiny40Bytes);
+  const std::vector<BatchToken> next = {{0, 40, 5, true}};
+  EXPECT_EQ(m->forward(next, ps, &logits).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(st->n_tokens(), 40);
+  m->set_state_budget(0);
+  EXPECT_TRUE(m->forward(next, ps, &logits).is_ok());
+  EXPECT_GT(m->state_memory().bytes_in_use(), kTiny40Bytes);
+}
+
+// pages_needed() replays append(): for sliding and growing tables, shared or not, it equals the peak
+// number of pages the pool hands out while the table grows.
+TEST(ModelKvPages, PagesNeededIsThePeakOfRealAppends) {
+  std::mt19937 rng(3);
+  for (const SlidePolicy slide : {SlidePolicy{}, SlidePolicy{1, 5}, SlidePolicy{4, 4}, SlidePolicy{8, 0}}) {
+    for (int64_t start : {0, 3, 8, 13}) {
+      for (bool shared : {false, true}) {
+        auto pool = std::make_shared<KvPagePool>(kTinyRow, KvStorage::kFp8, /*page_rows=*/4);
+        KvPageTable t(pool, slide);
+        for (int64_t i = 0; i < start; ++i) t.append(qat_row(rng));
+        KvPageTable other;
+        if (shared) other = t;
+        const int64_t base = pool->stats().pages_in_use, target = start + 19;
+        const int64_t predicted = t.pages_needed(target);
+        int64_t peak = 0;
+        for (int64_t i = start; i < target; ++i) {
+          t.append(qat_row(rng));
+          peak = std::max(peak, pool->stats().pages_in_use - base);
+        }
+        EXPECT_EQ(predicted, peak) << "align " << slide.align << " lag " << slide.lag << " start " << start
+                                   << " shared " << shared;
+        if (slide.align == 1) {  // a 6-row window over 4-row pages: at most ceil(6/4)+1 pages
+          EXPECT_LE(t.n_pages(), 3);
+          EXPECT_EQ(t.first_row(), (target - 6) / 4 * 4);
+        }
+      }
+    }
+  }
+}
+
+TEST(ModelKvPages, SlidingWindowKeepsTheLastRowsExactly) {
+  auto pool = std::make_shared<KvPagePool>(kTinyRow, KvStorage::kFp8, 4);
+  KvPageTable t(pool, SlidePolicy{1, 5});  // window of 6
+  std::mt19937 rng(5);
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 23; ++i) {
+    rows.push_back(qat_row(rng));
+    t.append(rows.back());
+    for (int64_t p = std::max<int64_t>(0, i - 5); p <= i; ++p) ASSERT_EQ(read(t, p), rows[static_cast<size_t>(p)]);
+  }
+  KvPageTable copy = t;  // a snapshot: shares the pages
+  for (int i = 0; i < 9; ++i) t.append(qat_row(rng));
+  for (int64_t p = 17; p < 23; ++p) EXPECT_EQ(read(copy, p), rows[static_cast<size_t>(p)]) << p;  // untouched
+  copy.clear();
+  t.clear();
+  EXPECT_EQ(pool->stats().pages_in_use, 0);
 }
 
 }  // namespace

@@ -19,10 +19,14 @@
 
 namespace dsv4::v4 {
 
-void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, LayerState* st) {
-  st->window.assign(static_cast<size_t>(ctx.cfg.window_size * ctx.cfg.head_dim), 0.0f);
-  if (w.has_compressor) compressor_init(w.compressor, &st->compressor);
-  if (w.has_indexer) compressor_init(w.indexer.compressor, &st->index_keys);
+void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, StatePools* pools, LayerState* st) {
+  // The window keeps the last window_size rows: keep_from(n) = n − window_size.
+  const SlidePolicy slide{1, ctx.cfg.window_size - 1};
+  st->window = KvPageTable(pools != nullptr ? pools->window
+                                            : std::make_shared<KvPagePool>(KvRowLayout{ctx.cfg.head_dim, 0}, KvStorage::kF32),
+                           slide);
+  if (w.has_compressor) compressor_init(w.compressor, CompressorKind::kMain, pools, &st->compressor);
+  if (w.has_indexer) compressor_init(w.indexer.compressor, CompressorKind::kIndexer, pools, &st->index_keys);
 }
 
 void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeights& w, std::span<const BlockSegment> segs,
@@ -107,12 +111,16 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       comp.resize(static_cast<size_t>(stored.n_entries * D));
       for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows.push_back(stored.entry(t, comp.data() + t * D));
     }
+    // Window rows of earlier calls [w0, start): stored FP8 (lossless), decoded once for all queries.
+    const int64_t w0 = std::max<int64_t>(0, start - win + 1);
+    std::vector<float> prev(static_cast<size_t>((start - w0) * D));  // [start − w0, D]
+    for (int64_t p = w0; p < start; ++p) st->window.read(p, prev.data() + (p - w0) * D);
     for (int64_t i = 0; i < sn; ++i) {
       const int64_t pos = start + i;
       rows.clear();
       const int64_t first = std::max<int64_t>(0, pos - win + 1);
       for (int64_t p = first; p <= pos; ++p)
-        rows.push_back(p >= start ? skv + (p - start) * D : st->window.data() + (p % win) * D);
+        rows.push_back(p >= start ? skv + (p - start) * D : prev.data() + (p - w0) * D);
       while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
       if (w.has_indexer) {
         const auto& sel = selected[static_cast<size_t>(i)];
@@ -130,9 +138,9 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
                               so + i * H * D);
       }
     }
-    // The window ring takes this call's rows only after every query has read the old ones.
-    for (int64_t i = std::max<int64_t>(0, sn - win); i < sn; ++i)
-      std::copy(skv + i * D, skv + (i + 1) * D, st->window.begin() + ((start + i) % win) * D);
+    // The window takes this call's rows only after every query has read the old ones; rows that slid
+    // out of it release their pages as it goes.
+    for (int64_t i = 0; i < sn; ++i) st->window.append(std::span<const float>(skv + i * D, static_cast<size_t>(D)));
     // De-rotate the outputs.
     for (int64_t i = 0; i < sn; ++i)
       for (int64_t h = 0; h < H; ++h) ref::apply_rope(so + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);

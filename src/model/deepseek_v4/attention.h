@@ -15,7 +15,8 @@
 
 namespace dsv4::v4 {
 
-void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, LayerState* st);
+// Binds st's page tables to `pools` (the model's; nullptr: private unbudgeted fp32 pools, for the teacher).
+void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, StatePools* pools, LayerState* st);
 
 // Optional output of the CSA indexer: [n, width] selected compressed-entry ids in list order (descending
 // score, ties to the lower id), −1 where fewer entries are visible; width = min(index_topk, (start+n)/4).

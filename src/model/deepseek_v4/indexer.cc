@@ -51,14 +51,10 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
 
   // The keys live as packed FP4 pages; the scorer reads them decoded (losslessly) into one contiguous
   // scratch [n_entries, hd], filled once per call.
-  std::vector<float> key_scratch;
-  const float* keys = st->index_keys.entries.data();
-  if (st->index_keys.rows.bound()) {
-    const KvPageTable& stored = st->index_keys.rows;
-    key_scratch.resize(static_cast<size_t>(stored.size() * hd));
-    for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, key_scratch.data() + t * hd);
-    keys = key_scratch.data();
-  }
+  const KvPageTable& stored = st->index_keys.rows;
+  std::vector<float> key_scratch(static_cast<size_t>(stored.size() * hd));  // [n_entries, hd]
+  for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, key_scratch.data() + t * hd);
+  const float* keys = key_scratch.data();
 
   selected->assign(static_cast<size_t>(n), {});
   if (all_scores) all_scores->assign(static_cast<size_t>(n), {});

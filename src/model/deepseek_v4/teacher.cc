@@ -57,7 +57,7 @@ Result<TeacherResult> run_teacher_forced(const Model& model, const std::filesyst
     t.hc_pre_attn_y.resize(sz(n * d)), t.hc_attn_post.resize(sz(n * hc)), t.hc_attn_comb.resize(sz(n * hc * hc));
     hc_pre_tokens(ctx, bw.hc_attn, H_in.data(), n, t.hc_pre_attn_y.data(), t.hc_attn_post.data(), t.hc_attn_comb.data());
     LayerState st;
-    attention_state_init(ctx, bw.attn, &st);
+    attention_state_init(ctx, bw.attn, nullptr, &st);
     t.attn_out.resize(sz(n * d));
     attention_sublayer(ctx, il, bw, &st, g_y.data(), 0, n, t.attn_out.data(), &t.indexer);
     std::vector<float> H_mid(sz(n * hc * d));
@@ -77,7 +77,7 @@ Result<TeacherResult> run_teacher_forced(const Model& model, const std::filesyst
   head_logits(ctx, w.hc_head, w.norm, w.head, H_final.data(), n, res.head_logits.data());
   if (!w.mtp.empty()) {
     LayerState st;
-    attention_state_init(ctx, w.mtp[0].block.attn, &st);
+    attention_state_init(ctx, w.mtp[0].block.attn, nullptr, &st);
     res.mtp_logits.resize(sz((n - 1) * V));
     const BlockSegment seg{&st, 0, n - 1, 0};
     mtp_forward(ctx, 0, w, std::span<const BlockSegment>(&seg, 1), H_final.data(), tokens.data() + 1, n - 1,

@@ -2,12 +2,27 @@
 #include "core/kv_row.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/check.h"
 #include "core/formats.h"
 #include "core/quant.h"
 
 namespace dsv4 {
+namespace {
+
+// Every E4M3 code's value, built from e4m3_to_float once: reading a window (up to window_size rows per
+// layer per decoded token) decodes far more codes than anything else, and a lookup is exact.
+const std::array<float, 256>& e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = e4m3_to_float(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
 
 void encode_kv_row(const KvRowLayout& l, std::span<const float> row, std::span<uint8_t> entry) {
   DSV4_CHECK(l.valid() && static_cast<int64_t>(row.size()) == l.dims && static_cast<int64_t>(entry.size()) == l.bytes(),
@@ -29,11 +44,12 @@ void decode_kv_row(const KvRowLayout& l, std::span<const uint8_t> entry, std::sp
              "decode_kv_row: bad sizes");
   const auto nope = static_cast<size_t>(l.nope_dims());
   const uint8_t* scales = entry.data() + l.scales_offset();
+  const std::array<float, 256>& e4m3 = e4m3_table();
   for (size_t b = 0; b < static_cast<size_t>(l.n_scales()); ++b) {
     const float s = e8m0_to_float(scales[b]);
     for (size_t j = 0; j < static_cast<size_t>(kKvQuantBlock); ++j) {
       const size_t i = b * kKvQuantBlock + j;
-      row[i] = e4m3_to_float(entry[i]) * s;
+      row[i] = e4m3[entry[i]] * s;
     }
   }
   for (size_t i = 0; i < static_cast<size_t>(l.rope_dims); ++i) {

@@ -169,7 +169,7 @@ Status run(const Args& a) {
                   static_cast<double>(s.generated_tokens) / lv.seconds,
                   static_cast<double>(s.prompt_tokens + s.generated_tokens) / lv.seconds, lv.mean_latency_s);
       std::printf("    steps %lld (%.1f rows/step), preemptions %lld, refused forwards %lld; pool peak %d of %d blocks, "
-                  "KV pages peak %.2f MiB\n",
+                  "state pages peak %.2f MiB (all kinds)\n",
                   static_cast<long long>(s.steps), static_cast<double>(s.forward_tokens) / std::max<int64_t>(1, s.steps),
                   static_cast<long long>(s.preemptions), static_cast<long long>(s.forward_retries), lv.peak_blocks,
                   lv.total_blocks, static_cast<double>(lv.peak_page_bytes) / (1 << 20));
@@ -212,7 +212,7 @@ Status run(const Args& a) {
       j["refused_forwards"] = s.forward_retries;
       j["pool_blocks_peak"] = lv.peak_blocks;
       j["pool_blocks_total"] = lv.total_blocks;
-      j["kv_page_bytes_peak"] = lv.peak_page_bytes;
+      j["state_page_bytes_peak"] = lv.peak_page_bytes;
       j["prefix_hits"] = s.prefix_hits;
       j["prefix_hit_tokens"] = s.prefix_hit_tokens;
       j["replayed_tokens"] = lv.replayed_tokens;

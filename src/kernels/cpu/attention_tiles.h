@@ -1,7 +1,8 @@
 // kernels (internal): the per-ISA inner loops of the attention kernels (sparse_attention.h, indexer.h).
 // The drivers stay in baseline code and own every rounding step the reference fixes; these functions
 // only compute dot products and the double P·V accumulation, so an ISA file holds no shared inline or
-// template code (see quant_tiles.h).
+// template code (see quant_tiles.h). The AVX2 and AVX-512 files share their loops as source only
+// (attention_tiles_simd.inc, instantiated privately in each over a per-ISA vector-traits type).
 #pragma once
 
 #include <cstdint>

@@ -89,6 +89,12 @@ struct EngineStats {
   int64_t kv_pages_in_use = 0;
   int64_t kv_page_bytes_in_use = 0;
   int64_t kv_page_bytes_held = 0;  // allocated, in use or free for reuse
+  // The other paged state kinds: window rows (FP8) and compressor partial-block rows (fp32). With the
+  // compressed stores they make up state_bytes_in_use when the model's pages are real.
+  int64_t window_page_bytes_in_use = 0;
+  int64_t window_page_bytes_held = 0;
+  int64_t partial_page_bytes_in_use = 0;
+  int64_t partial_page_bytes_held = 0;
 };
 
 struct EngineInfo {

@@ -80,6 +80,10 @@ void EngineImpl::publish_stats() {
   s.kv_pages_in_use = mem.kv_pages_in_use + mem.index_pages_in_use;
   s.kv_page_bytes_in_use = mem.kv_bytes_in_use();
   s.kv_page_bytes_held = mem.kv_bytes_held();
+  s.window_page_bytes_in_use = mem.window_bytes_in_use;
+  s.window_page_bytes_held = mem.window_bytes_held;
+  s.partial_page_bytes_in_use = mem.partial_bytes_in_use;
+  s.partial_page_bytes_held = mem.partial_bytes_held;
   // What the state pages (window, partial blocks, rows, keys; checkpoints share them) really hold when the
   // runner has them, else the estimate.
   s.state_bytes_in_use = mem.kv_page_bytes > 0 ? mem.bytes_in_use()

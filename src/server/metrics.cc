@@ -2,6 +2,8 @@
 #include "server/metrics.h"
 
 #include <cstdio>
+#include <string>
+#include <tuple>
 
 namespace dsv4::server {
 namespace {
@@ -123,6 +125,13 @@ std::string Metrics::render(const EngineStats& engine, int64_t server_inflight, 
          "# TYPE dsv4_kv_page_bytes gauge\n";
   out += "dsv4_kv_page_bytes{state=\"in_use\"} " + std::to_string(engine.kv_page_bytes_in_use) + "\n";
   out += "dsv4_kv_page_bytes{state=\"held\"} " + std::to_string(engine.kv_page_bytes_held) + "\n";
+  out += "# HELP dsv4_state_page_bytes Paged window rows (FP8) and compressor partial blocks (fp32): bytes in use and allocated.\n"
+         "# TYPE dsv4_state_page_bytes gauge\n";
+  for (const auto& [kind, in_use, held] : {std::tuple{"window", engine.window_page_bytes_in_use, engine.window_page_bytes_held},
+                                           std::tuple{"partial", engine.partial_page_bytes_in_use, engine.partial_page_bytes_held}}) {
+    out += std::string("dsv4_state_page_bytes{kind=\"") + kind + "\",state=\"in_use\"} " + std::to_string(in_use) + "\n";
+    out += std::string("dsv4_state_page_bytes{kind=\"") + kind + "\",state=\"held\"} " + std::to_string(held) + "\n";
+  }
   out += "# HELP dsv4_time_to_first_token_seconds Time from admission to the first generated token.\n"
          "# TYPE dsv4_time_to_first_token_seconds histogram\n";
   ttft_.render("dsv4_time_to_first_token_seconds", &out);

@@ -307,6 +307,13 @@ TEST_F(RealModelServe, DisconnectMidStreamReturnsThePoolToBaseline) {
     // Cancelled, not run to its 1000 tokens.
     EXPECT_LT(metric("dsv4_engine_generated_tokens_total") - generated_before, 1000) << "after " << stop_after;
   }
+  // The window and partial-block pages the requests used are reported (allocated memory stays for reuse).
+  for (const char* kind : {"window", "partial"}) {
+    const std::string k = std::string("dsv4_state_page_bytes{kind=\"") + kind + "\",state=";
+    EXPECT_GT(metric(k + "\"held\"}"), 0) << kind;
+    EXPECT_GE(metric(k + "\"held\"}"), metric(k + "\"in_use\"}")) << kind;
+    EXPECT_GE(metric(k + "\"in_use\"}"), 0) << kind;
+  }
 }
 
 TEST_F(RealModelServe, OfficialOpenAiClient) {

@@ -150,9 +150,12 @@ Status run(const Args& a) {
               static_cast<long long>(p.footprint.compressed_main_per_token),
               static_cast<long long>(p.footprint.compressed_indexer_per_token));
   const RunnerMemory mem = runner->memory();
-  std::printf("KV pages (FP8 rows %lld B/page, FP4 indexer keys %lld B/page): peak %lld B in use, %lld B held at the end\n",
+  std::printf("state pages (window and rows FP8 %lld B/page, FP4 indexer keys %lld B/page, fp32 partial blocks): "
+              "peak %lld B in use, %lld B held at the end (window %lld, partial %lld, rows+keys %lld)\n",
               static_cast<long long>(mem.kv_page_bytes), static_cast<long long>(mem.index_page_bytes),
-              static_cast<long long>(peak_page_bytes), static_cast<long long>(mem.bytes_held()));
+              static_cast<long long>(peak_page_bytes), static_cast<long long>(mem.bytes_held()),
+              static_cast<long long>(mem.window_bytes_held), static_cast<long long>(mem.partial_bytes_held),
+              static_cast<long long>(mem.kv_bytes_held()));
   if (s.prefix_hits > 0)
     std::printf("prefix cache: %lld hits, %lld tokens reused\n", static_cast<long long>(s.prefix_hits),
                 static_cast<long long>(s.prefix_hit_tokens));

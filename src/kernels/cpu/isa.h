@@ -18,9 +18,9 @@ Isa best_isa();
 bool isa_supported(Isa isa);
 // kAuto → best_isa(); an unsupported request falls back to best_isa() (never executes illegal code).
 Isa resolve_isa(Isa requested);
-const char* isa_name(Isa isa);
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "amx"
 // AVX512_BF16 (vdpbf16ps) on top of kAvx512: a sub-feature the kAvx512 / kAmx tiers use when present.
-bool has_avx512_bf16();  // "scalar", "avx2", "avx512", "amx"
+bool has_avx512_bf16();
 // Parses isa_name() output plus "auto"; returns false for anything else.
 bool parse_isa(const char* name, Isa* out);
 

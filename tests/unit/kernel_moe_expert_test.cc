@@ -172,14 +172,14 @@ TEST(KernelMoeExpert, SwigluClampsLikeTheSpec) {
 TEST(KernelMoeExpert, Fp4RoutedExpertMatchesSpecAndUnfused) {
   std::mt19937 rng(11);
   const Fp4Store s = make_fp4_expert(rng, 256, 256);
-  for (int64_t n_tokens : {1, 3, 6})
+  for (int64_t n_tokens : {1, 3, 6, 8, 13})
     check_expert(s.e, n_tokens, rng, moe_expert_fp4, moe_expert_fp4_unfused, /*shared=*/false);
 }
 
 TEST(KernelMoeExpert, Fp8SharedExpertMatchesSpecAndUnfused) {
   std::mt19937 rng(12);
   const Fp8Store s = make_fp8_expert(rng, 256, 384);
-  for (int64_t n_tokens : {1, 5})
+  for (int64_t n_tokens : {1, 5, 8, 11})
     check_expert(s.e, n_tokens, rng, moe_expert_fp8, moe_expert_fp8_unfused, /*shared=*/true);
 }
 

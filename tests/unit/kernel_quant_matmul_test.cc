@@ -163,13 +163,16 @@ void check_shape(const Matrix& w, int64_t m, const float* x, Gemm gemm, WeightFn
     ASSERT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float))) << tag << " threads";
     gemm(w, x, m, rounded.data(), MatmulOptions{true, isa, &pool});
     for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(rounded[i], round_bf16(serial[i])) << tag << " bf16 " << i;
-    // Batch invariance: the last token alone gives the same bits as inside the batch (AMX batches of
-    // ≥ 16 tokens sum in another order; see quant_matmul.h).
+    // Batch invariance: every token alone gives the same bits as inside the batch, whichever tile
+    // width (1..8 tokens) and tail computed it there (AMX batches of ≥ 16 tokens sum in another order;
+    // see quant_matmul.h).
     if (isa == Isa::kAmx && m >= 16) continue;
     std::vector<float> single(static_cast<size_t>(n), -4.0f);
-    gemm(w, x + (m - 1) * k, 1, single.data(), MatmulOptions{false, isa, nullptr});
-    ASSERT_EQ(0, std::memcmp(single.data(), serial.data() + (m - 1) * n, single.size() * sizeof(float)))
-        << tag << " batch invariance";
+    for (int64_t t = 0; t < m; ++t) {
+      gemm(w, x + t * k, 1, single.data(), MatmulOptions{false, isa, nullptr});
+      ASSERT_EQ(0, std::memcmp(single.data(), serial.data() + t * n, single.size() * sizeof(float)))
+          << tag << " batch invariance, token " << t;
+    }
   }
 }
 
@@ -249,6 +252,44 @@ TEST(KernelQuantMatmul, Bf16GridOfShapesAgainstDoubleOracle) {
             [&](int64_t r, int64_t i) { return bf16_to_float(c.w.data[r * k + i]); }, pool,
             "bf16 n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
         ++cases;
+      }
+    }
+  }
+}
+
+// Every batch size from 5 to 17: one 8-token tile plus each tail width, two 8-token tiles plus each tail,
+// on row counts that leave a one-row tile and K with a partial block, for every weight format (FP4 with
+// raw activations and with bf16-exact ones, which take the AVX512-BF16 tile where the CPU has it).
+TEST(KernelQuantMatmul, BatchesOf5To17AgainstOracleAndSingleTokens) {
+  std::mt19937 rng(58);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t m = 5; m <= 17; ++m) {
+    for (int64_t n : {1, 3, 18}) {
+      const size_t off = static_cast<size_t>(cases++ % 3);
+      const std::string dims = " n=" + std::to_string(n) + " m=" + std::to_string(m);
+      for (int64_t k : {17, 130}) {
+        Fp8Case c8 = make_fp8(rng, n, k, off);
+        const std::vector<float> x8 = make_x(rng, m, k, off);
+        check_shape(
+            c8.w, m, x8.data() + off, fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(c8.w, r, i); }, pool,
+            "fp8" + dims + " k=" + std::to_string(k));
+        Bf16Case cb = make_bf16(rng, n, k, off);
+        check_shape(
+            cb.w, m, x8.data() + off, bf16_gemm,
+            [&](int64_t r, int64_t i) { return bf16_to_float(cb.w.data[r * k + i]); }, pool,
+            "bf16" + dims + " k=" + std::to_string(k));
+      }
+      for (int64_t k : {96, 160}) {
+        Fp4Case c4 = make_fp4(rng, n, k, off);
+        std::vector<float> x4 = make_x(rng, m, k, off);
+        check_shape(
+            c4.w, m, x4.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c4.w, r, i); }, pool,
+            "fp4" + dims + " k=" + std::to_string(k));
+        for (float& v : x4) v = round_bf16(v);
+        check_shape(
+            c4.w, m, x4.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c4.w, r, i); }, pool,
+            "fp4 bf16-exact" + dims + " k=" + std::to_string(k));
       }
     }
   }

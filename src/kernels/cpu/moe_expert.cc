@@ -24,7 +24,7 @@ void quantize_hidden(float* h, int64_t n_tokens, int64_t n_inter) {
 }
 
 // Stage 1 of the fused expert: for each intermediate row i, one tile computes w1 row i and w3 row i for up
-// to 4 tokens; the epilogue applies the SwiGLU and writes h[t, i]. `set_rows(tile, i)` points the tile at
+// to kTileTokens tokens; the epilogue applies the SwiGLU and writes h[t, i]. `set_rows(tile, i)` points the tile at
 // the two rows.
 template <typename Tile, typename TileFn, typename SetRows>
 void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t ldx, int64_t n_tokens,

@@ -1,5 +1,5 @@
 // kernels: fp8_gemm / fp4_gemm drivers — ISA dispatch (once per call), the row split across the thread
-// pool, and cache blocking: a block of rows is swept for each group of up to 4 tokens, so for prefill
+// pool, and cache blocking: a block of rows is swept for each group of up to 8 tokens, so for prefill
 // the row block (≤ 64 KB of packed weights) stays in L2 while every token group reuses it.
 #include "kernels/cpu/quant_matmul.h"
 

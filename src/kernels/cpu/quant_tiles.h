@@ -1,6 +1,7 @@
 // kernels (internal): the per-ISA inner tiles behind fp8_gemm / fp4_gemm and the fused MoE expert.
 // A tile computes up to kTileRows weight rows × kTileTokens activation rows in full, so a row's result
-// never depends on which rows or tokens share its tile (batch- and thread-count invariance).
+// never depends on which rows or tokens share its tile (batch- and thread-count invariance): every
+// (row, token) sum follows the same K order whatever the tile's width.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,10 @@
 namespace dsv4::kernels::detail {
 
 inline constexpr int kTileRows = 2;
-inline constexpr int kTileTokens = 4;
+// 8 tokens per weight decode: a decode batch of 8 streams decodes each weight row once. The AVX-512
+// tiles hold 8 token accumulators per row; the AVX2 tiles (16 registers) run tokens 4..7 as a second
+// 4-token pass, which gives the same per-(row, token) results.
+inline constexpr int kTileTokens = 8;
 
 // E8M0 → float for every code (255 → NaN, 0 → 2^-127), so scale decoding is one table load.
 extern const float kE8m0ToFloat[256];

@@ -76,8 +76,8 @@ void bf16_tile(Bf16Tile& t) {
   for (int64_t k = 0; k < t.k; k += 8) {
     const int64_t len = t.k - k;
     __m256 w[R];
-    alignas(32) float xs[kTileTokens][8] = {};
-    const float* xp[kTileTokens];
+    alignas(32) float xs[T][8] = {};
+    const float* xp[T];
     if (len >= 8) {
       for (int r = 0; r < R; ++r)
         w[r] = _mm256_castsi256_ps(
@@ -143,6 +143,23 @@ void fp4_tile(Fp4Tile& t) {
     for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(_mm256_add_ps(acc_e[r][j], acc_o[r][j]));
 }
 
+// 16 ymm registers hold at most 2 rows × 4 tokens: tokens 4..7 of a wider tile run as a second pass.
+// Each (row, token) accumulates on its own, so its sum does not depend on the pass that computes it.
+template <typename Tile>
+void in_passes_of_4(Tile& t, void (*four)(Tile&)) {
+  if (t.n_tokens <= 4) return four(t);
+  Tile u = t;
+  u.n_tokens = 4;
+  four(u);
+  for (int r = 0; r < t.n_rows; ++r)
+    for (int j = 0; j < 4; ++j) t.sums[r][j] = u.sums[r][j];
+  u.x = t.x + 4 * t.ldx;
+  u.n_tokens = t.n_tokens - 4;
+  four(u);
+  for (int r = 0; r < t.n_rows; ++r)
+    for (int j = 0; j < u.n_tokens; ++j) t.sums[r][4 + j] = u.sums[r][j];
+}
+
 }  // namespace
 
 #define DSV4_TILE_SWITCH(fn, t)                     \
@@ -157,9 +174,15 @@ void fp4_tile(Fp4Tile& t) {
     default: return fn<2, 4>(t);                   \
   }
 
-void bf16_tile_avx2(Bf16Tile& t) { DSV4_TILE_SWITCH(bf16_tile, t) }
-void fp8_tile_avx2(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
-void fp4_tile_avx2(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
+namespace {
+void bf16_tile_4(Bf16Tile& t) { DSV4_TILE_SWITCH(bf16_tile, t) }
+void fp8_tile_4(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
+void fp4_tile_4(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
+}  // namespace
+
+void bf16_tile_avx2(Bf16Tile& t) { in_passes_of_4(t, bf16_tile_4); }
+void fp8_tile_avx2(Fp8Tile& t) { in_passes_of_4(t, fp8_tile_4); }
+void fp4_tile_avx2(Fp4Tile& t) { in_passes_of_4(t, fp4_tile_4); }
 
 #undef DSV4_TILE_SWITCH
 

@@ -10,11 +10,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <chrono>
 
 #include "args.h"
+#include "generate_batch.h"
 #include "model_flags.h"
 #include "process_memory.h"
 #include "command.h"
@@ -40,7 +42,10 @@ constexpr const char* kUsage =
     "  --timings       one line on stderr: load, prefill and decode seconds and tokens/s, peak and\n"
     "                  anonymous RSS (the latter excludes the file-backed checkpoint mapping)\n"
     "  --dry-run       validate DIR's config (or a config.json) and print the memory plan; no weights read\n"
-    "  --ctx-size N    context the plan is made for (default: the model's max_position_embeddings)\n";
+    "  --ctx-size N    context the plan is made for (default: the model's max_position_embeddings)\n"
+    "       dsv4 generate --model DIR --batch-file PROMPTS.jsonl [--concurrency N] [--speculative K] ...\n"
+    "  many requests through the engine (continuous batching, MTP speculation, prefix cache), then\n"
+    "  throughput, acceptance per draft position and pool usage: see dsv4 generate --batch-file F --help\n";
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -187,6 +192,10 @@ Status run(const Args& a) {
 }
 
 int cmd_generate(int argc, char** argv) {
+  // --batch-file switches to the engine-driven batch mode, which has its own flags.
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--batch-file" || std::string_view(argv[i]).starts_with("--batch-file="))
+      return run_generate_batch(argc, argv);
   // The shared parser knows only "--flags": spell the short "-n" as "--n" for it.
   std::vector<std::string> storage(argv, argv + argc);
   std::vector<char*> av;

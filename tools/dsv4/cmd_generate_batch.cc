@@ -1,6 +1,6 @@
-// tools: `dsv4 generate-batch` — serve a file of requests through the runtime (continuous batching,
-// chunked prefill, optional MTP speculation and prefix cache) and report throughput, acceptance per
-// draft position and pool usage. One JSON object per line: {"prompt_ids": [..], "max_tokens": N,
+// tools: `dsv4 generate --batch-file` (also spelled `dsv4 generate-batch`) — serve a file of requests
+// through the runtime (continuous batching, chunked prefill, optional MTP speculation and prefix cache)
+// and report throughput, acceptance per draft position and pool usage. One JSON object per line: {"prompt_ids": [..], "max_tokens": N,
 // "temperature": T, "seed": S} (only prompt_ids is required).
 #include <chrono>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "args.h"
+#include "generate_batch.h"
 #include "model_flags.h"
 #include "command.h"
 #include "runtime/engine_core.h"
@@ -20,8 +21,8 @@ namespace dsv4::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dsv4 generate-batch --model DIR --batch-file PROMPTS.jsonl [--concurrency N] [--speculative K]\n"
-    "                           [--max-tokens N] [--batch-tokens N] [--pool-mib M] [--prefix-cache N]\n"
+    "usage: dsv4 generate --model DIR --batch-file PROMPTS.jsonl [--concurrency N] [--speculative K]\n"
+    "       (or dsv4 generate-batch)   [--max-tokens N] [--batch-tokens N] [--pool-mib M] [--prefix-cache N]\n"
     "                           [--ignore-eos] [--quiet] [--backend cpu|reference] [--threads N] [--isa ISA]\n"
     "  PROMPTS.jsonl   one request per line: {\"prompt_ids\": [1, 2, 3], \"max_tokens\": 16, \"temperature\": 0,\n"
     "                  \"seed\": 7}; max_tokens defaults to --max-tokens (16), temperature to 0 (greedy)\n"
@@ -133,10 +134,13 @@ Status run(const Args& a) {
   std::printf("wall %.3f s  generated %.2f tok/s  processed (prompt + generated) %.2f tok/s\n", secs,
               static_cast<double>(s.generated_tokens) / secs,
               static_cast<double>(s.prompt_tokens + s.generated_tokens) / secs);
-  for (size_t j = 0; j < s.spec.proposed.size(); ++j) {
-    std::printf("draft position %zu: accepted %lld of %lld (%.1f%%)\n", j, static_cast<long long>(s.spec.accepted[j]),
-                static_cast<long long>(s.spec.proposed[j]),
-                s.spec.proposed[j] ? 100.0 * static_cast<double>(s.spec.accepted[j]) / static_cast<double>(s.spec.proposed[j]) : 0.0);
+  // Position j is verified only when every earlier draft of its step was accepted, so its count can be 0.
+  for (size_t j = 0; j < static_cast<size_t>(spec_k); ++j) {
+    const int64_t proposed = j < s.spec.proposed.size() ? s.spec.proposed[j] : 0;
+    const int64_t accepted = j < s.spec.accepted.size() ? s.spec.accepted[j] : 0;
+    std::printf("draft position %zu: accepted %lld of %lld verified (%.1f%%)\n", j, static_cast<long long>(accepted),
+                static_cast<long long>(proposed),
+                proposed ? 100.0 * static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0);
   }
   if (spec_k > 0) std::printf("acceptance %.1f%%\n", 100.0 * s.spec.acceptance());
   const PoolPlan& p = core.plan();
@@ -162,7 +166,9 @@ Status run(const Args& a) {
   return Status::ok();
 }
 
-int cmd_generate_batch(int argc, char** argv) {
+}  // namespace
+
+int run_generate_batch(int argc, char** argv) {
   std::vector<std::string> flags = {"--model", "--batch-file", "--concurrency", "--speculative", "--max-tokens",
                                     "--batch-tokens", "--pool-mib", "--prefix-cache"};
   flags.insert(flags.end(), model_flag_names().begin(), model_flag_names().end());
@@ -184,6 +190,8 @@ int cmd_generate_batch(int argc, char** argv) {
   return 0;
 }
 
+namespace {
+int cmd_generate_batch(int argc, char** argv) { return run_generate_batch(argc, argv); }
 }  // namespace
 
 DSV4_COMMAND("generate-batch", "serve a JSONL file of requests with continuous batching; report throughput", cmd_generate_batch);

@@ -109,12 +109,17 @@ bool KvPagePool::allocate(int32_t* id, uint8_t** data) {
   if (!budget_->try_take(page_bytes())) return false;
   if (free_.empty()) {
     DSV4_CHECK(pages_.size() < static_cast<size_t>(std::numeric_limits<int32_t>::max()), "KvPagePool: too many pages");
-    pages_.push_back(std::make_unique<uint8_t[]>(static_cast<size_t>(page_bytes())));
+    pages_.emplace_back();
     refs_.push_back(0);
     free_.push_back(static_cast<int32_t>(pages_.size() - 1));
   }
   *id = free_.back();
   free_.pop_back();
+  std::unique_ptr<uint8_t[]>& page = pages_[static_cast<size_t>(*id)];
+  if (!page) {  // a new id, or one whose memory went back to the system on release
+    page = std::make_unique<uint8_t[]>(static_cast<size_t>(page_bytes()));
+    ++held_;
+  }
   refs_[static_cast<size_t>(*id)] = 1;
   ++in_use_;
   *data = pages_[static_cast<size_t>(*id)].get();
@@ -133,6 +138,13 @@ void KvPagePool::release(int32_t id) {
   DSV4_CHECK(id >= 0 && static_cast<size_t>(id) < refs_.size() && refs_[static_cast<size_t>(id)] > 0,
              "KvPagePool: release of a free page");
   if (--refs_[static_cast<size_t>(id)] == 0) {
+    // Under a byte limit the page's memory goes back to the system: a cached free page would still be
+    // held, and caches of several pools (window, partials, rows, keys) could together hold more than
+    // the limit once the mix of kinds shifts. Unlimited pools keep it for reuse.
+    if (budget_->max_bytes() > 0) {
+      pages_[static_cast<size_t>(id)].reset();
+      --held_;
+    }
     free_.push_back(id);
     --in_use_;
     budget_->give_back(page_bytes());
@@ -153,7 +165,7 @@ int64_t KvPagePool::available_pages() const {
 KvPoolStats KvPagePool::stats() const {
   const int64_t max_bytes = budget_->max_bytes();
   std::lock_guard<std::mutex> lock(mu_);
-  return {page_bytes(), in_use_, static_cast<int64_t>(pages_.size()), max_bytes > 0 ? max_bytes / page_bytes() : 0};
+  return {page_bytes(), in_use_, held_, max_bytes > 0 ? max_bytes / page_bytes() : 0};
 }
 
 // ---- SlidePolicy ----

@@ -52,7 +52,7 @@ class PageBudget {
 struct KvPoolStats {
   int64_t page_bytes = 0;
   int64_t pages_in_use = 0;   // pages some table holds (refcount > 0)
-  int64_t pages_created = 0;  // pages whose memory the pool holds (in use + free for reuse)
+  int64_t pages_created = 0;  // pages whose memory the pool holds (in use + cached for reuse)
   int64_t max_pages = 0;      // the budget in this pool's pages; 0 = unlimited
   int64_t bytes_in_use() const { return pages_in_use * page_bytes; }
   int64_t bytes_held() const { return pages_created * page_bytes; }
@@ -79,8 +79,9 @@ class KvPagePool {
   void encode(const float* row, uint8_t* dst) const;
   void decode(const uint8_t* src, float* row) const;
 
-  // A fresh page with refcount 1 (its memory stays valid until the pool dies), or false when the budget
-  // is spent. Thread-safe, like retain/release/refcount/available_pages/stats.
+  // A fresh page with refcount 1 (its memory stays valid until its last holder releases it), or false
+  // when the budget is spent. Under a byte limit a released page's memory is freed, so the bytes held
+  // never exceed the limit (unless it is lowered below what was held); unlimited, it is kept for reuse. Thread-safe, like retain/release/refcount/available_pages/stats.
   bool allocate(int32_t* id, uint8_t** data);
   void retain(int32_t id);
   void release(int32_t id);
@@ -97,8 +98,9 @@ class KvPagePool {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<uint8_t[]>> pages_;
   std::vector<int32_t> refs_;
-  std::vector<int32_t> free_;
+  std::vector<int32_t> free_;  // ids with refcount 0 (their memory cached, or freed under a limit)
   int64_t in_use_ = 0;
+  int64_t held_ = 0;  // ids whose memory is allocated
 };
 
 // Which rows of a table stay alive as it grows. After n rows have been appended, rows below

@@ -4,6 +4,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -29,6 +30,27 @@ TEST(ServeCli, FlagErrorsAreUsageErrors) {
   EXPECT_EQ(bad_port.exit_code, 2) << bad_port.output;
   auto unknown = dsv4::test::run_command(cli + " serve --model /x --bogus 1");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+}
+
+// The state-budget flags: each bad value is one line naming the flag and its rule, before any model is
+// looked at (the model path does not exist), exit 2 like every usage error.
+TEST(ServeCli, BudgetFlagErrorsAreOneLine) {
+  const std::string cli = dsv4::test::cli_path().string();
+  const std::pair<const char*, const char*> cases[] = {
+      {"--state-budget-mib -1", "[cli.out_of_range]"}, {"--state-budget-mib 1.5", "[cli.not_integer]"},
+      {"--state-budget-mib x", "[cli.not_integer]"},   {"--state-budget-mib 1073741825", "[cli.out_of_range]"},
+      {"--prefix-cache -2", "[cli.out_of_range]"},     {"--prefix-cache 65537", "[cli.out_of_range]"},
+      {"--prefix-cache many", "[cli.not_integer]"},
+  };
+  for (const auto& [flags, rule] : cases) {
+    auto r = dsv4::test::run_command(cli + " serve --model /nonexistent/dsv4-model " + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(rule), std::string::npos) << flags << "\n" << r.output;
+    const std::string flag = std::string(flags).substr(0, std::string(flags).find(' '));
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flags << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << flags << "\n" << r.output;
+    EXPECT_EQ(r.output.find("/nonexistent"), std::string::npos) << "flags are checked before the model: " << r.output;
+  }
 }
 
 TEST(ServeCli, RefusesClearlyWhenItCannotLoadTheModel) {

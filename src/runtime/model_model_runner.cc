@@ -45,6 +45,41 @@ int32_t default_checkpoint_interval(const ModelConfig& c) {
   return static_cast<int32_t>(std::min<int64_t>(n, int64_t{1} << 20));
 }
 
+int64_t checkpoint_state_bytes(const ModelConfig& c, int32_t kv_page_rows, int64_t interval, int64_t max_context) {
+  if (interval <= 0) return 0;
+  const int64_t pr = kv_page_rows, row_bytes = KvRowLayout{c.head_dim, c.rope_head_dim}.bytes();
+  const int64_t key_bytes = index_key_bytes(c.index_head_dim);
+  const int64_t n_all = c.n_layers + c.n_mtp_layers;
+  // Pages of one layer's tables a checkpoint after p tokens may come to hold alone: the window's pages
+  // (rows [p - window, p)) and a partly filled last page of the rows and keys (floor(p / ratio) entries).
+  const auto layer_pages_bytes = [&](int64_t il, int64_t p) {
+    if (p <= 0) return int64_t{0};
+    const int64_t first = std::max<int64_t>(0, p - c.window_size);
+    int64_t bytes = ((p - 1) / pr - first / pr + 1) * pr * row_bytes;
+    const int64_t r = il < static_cast<int64_t>(c.compress_ratios.size()) ? c.compress_ratio(il) : 0;
+    if (r > 0 && (p / r) % pr != 0) bytes += pr * row_bytes + (r == 4 ? pr * key_bytes : 0);
+    return bytes;
+  };
+  // The pattern over checkpoint positions k·interval repeats once k·interval has gone through every
+  // residue mod page_rows·ratio; positions past the context never hold a checkpoint.
+  int64_t period = pr;
+  for (int64_t il = 0; il < n_all && il < static_cast<int64_t>(c.compress_ratios.size()); ++il) {
+    if (c.compress_ratio(il) > 0) period = std::lcm(period, pr * c.compress_ratio(il));
+  }
+  const int64_t n_positions = std::max<int64_t>(1, std::min(period / std::gcd(period, interval), max_context / interval));
+  int64_t worst = 0;
+  for (int64_t k = 1; k <= n_positions; ++k) {
+    const int64_t at = k * interval;
+    int64_t bytes = 0;
+    // The MTP layers lag the main state by one position: either position, whichever holds more.
+    for (int64_t il = 0; il < n_all; ++il) bytes += std::max(layer_pages_bytes(il, at), layer_pages_bytes(il, at - 1));
+    worst = std::max(worst, bytes);
+  }
+  // Partial blocks: the open block(s), as in the per-sequence footprint; and the [hc_mult, dim] streams.
+  return worst + model_state_footprint(c, kv_page_rows).compressor_partial_per_seq +
+         static_cast<int64_t>(c.hc_mult * c.dim) * 4;
+}
+
 ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rollback) : model_(std::move(model)) {
   const ModelConfig& c = model_->config();
   has_mtp_ = c.n_mtp_layers > 0 && !c.has_dspark();
@@ -57,9 +92,8 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.has_mtp = has_mtp_;
   info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
   checkpoint_interval_ = default_checkpoint_interval(c);
-  // A checkpoint shares every page of the state and copies the MTP streams; once the sequence writes
-  // past it, it keeps the pages the sequence copies (last pages) or slides out of (window, partials).
-  info_.checkpoint_bytes = info_.footprint.per_seq() + static_cast<int64_t>(c.hc_mult * c.dim) * 4;
+  info_.checkpoint_bytes = checkpoint_state_bytes(c, model_->kv_pages().page_rows(), checkpoint_interval_,
+                                                  model_->max_context());
 }
 
 RunnerMemory ModelModelRunner::memory() const {
@@ -391,6 +425,8 @@ void ModelModelRunner::keep_checkpoints(bool on) {
 void ModelModelRunner::set_checkpoint_interval(int32_t n_tokens) {
   DSV4_CHECK(n_tokens >= 1, "checkpoint interval must be >= 1");
   checkpoint_interval_ = n_tokens;
+  info_.checkpoint_bytes = checkpoint_state_bytes(model_->config(), model_->kv_pages().page_rows(), n_tokens,
+                                                  model_->max_context());
   keep_checkpoints(checkpoints_on_);
 }
 

@@ -32,6 +32,15 @@ StateFootprint model_state_footprint(const ModelConfig& cfg, int32_t kv_page_row
 // paid once per 256 tokens of rows it stands for.
 int32_t default_checkpoint_interval(const ModelConfig& cfg);
 
+// Bytes one prefix-reuse checkpoint (a copy of the state every `interval` tokens) can come to hold that
+// no live sequence shares, the most over every checkpoint position below `max_context`: the pages of its
+// window rows (the sequence slides out of them), its compressor partial blocks, a partly filled last page
+// of each table of rows and keys (the sequence copies it on write), and its copy of the MTP streams. Its
+// finished rows stay shared with the sequences that cover them. An upper bound, taken from the page
+// geometry at the checkpoint positions rather than from the per-sequence footprint (which assumes the
+// worst window alignment and a partly filled last page everywhere).
+int64_t checkpoint_state_bytes(const ModelConfig& cfg, int32_t kv_page_rows, int64_t interval, int64_t max_context);
+
 class ModelModelRunner : public ModelRunner {
  public:
   // `max_rollback`: deepest truncate() accepted (bounded by what the last forward fed anyway).

@@ -19,6 +19,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -290,6 +291,79 @@ TEST(KernelQuantMatmul, BatchesOf5To17AgainstOracleAndSingleTokens) {
         check_shape(
             c4.w, m, x4.data() + off, fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c4.w, r, i); }, pool,
             "fp4 bf16-exact" + dims + " k=" + std::to_string(k));
+      }
+    }
+  }
+}
+
+// Activations exact in bf16 at K that are not multiples of 128 (the grid above fake-quantizes only
+// K % 128 == 0) take the AVX512-BF16 FP8 tile where the CPU has it: partial last blocks, and every batch
+// 1..17 (each tile width 1..8 and tail) on row counts that leave a one-row tile.
+TEST(KernelQuantMatmul, Fp8Bf16ExactActivationsAtEveryBatchAndPartialBlock) {
+  std::mt19937 rng(808);
+  ThreadPool pool(3);
+  int cases = 0;
+  for (int64_t m = 1; m <= 17; ++m) {
+    for (int64_t n : {1, 3, 18}) {
+      for (int64_t k : {17, 130, 300}) {
+        const size_t off = static_cast<size_t>(cases++ % 3);
+        Fp8Case c = make_fp8(rng, n, k, off);
+        std::vector<float> x = make_x(rng, m, k, off);
+        for (float& v : x) v = round_bf16(v);
+        check_shape(
+            c.w, m, x.data() + off, fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); }, pool,
+            "fp8 bf16-exact n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
+      }
+    }
+  }
+}
+
+// The AVX512-BF16 FP8 tile called directly at every shape (1..2 rows × 1..8 tokens): within the bound of
+// the oracle, and each (row, token) sum bit-identical whatever the tile's shape (batch invariance at
+// its source), including subnormal and negative codes.
+TEST(KernelQuantMatmul, Fp8Bf16TileEveryWidthAgainstOracle) {
+  const detail::Fp8TileFn tile = detail::fp8_bf16_tile_for(resolve_isa(Isa::kAvx512));
+  if (tile == nullptr) GTEST_SKIP() << "no AVX512_BF16";
+  std::mt19937 rng(31);
+  for (int64_t k : {1, 32, 127, 128, 129, 400}) {
+    Fp8Case c = make_fp8(rng, 2, k, 0);
+    for (int64_t i = 0; i < 8 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
+    std::vector<float> x = make_x(rng, 8, k, 0);
+    for (float& v : x) v = round_bf16(v);
+    const int64_t ldx = detail::fp8_bf16_x_stride(k);
+    std::vector<float> xp(static_cast<size_t>(8 * ldx));
+    detail::fp8_prepare_x_bf16(x.data(), 8, k, xp.data());
+    // Rows 0 and 1 of a 2×k matrix with a single scale block row.
+    const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); });
+    const int64_t sc = (k + 127) / 128;
+    float ref[2][8];
+    for (int rows = 2; rows >= 1; --rows) {
+      for (int tokens = 8; tokens >= 1; --tokens) {
+        detail::Fp8Tile t;
+        for (int r = 0; r < 2; ++r) {
+          t.w[r] = c.w.codes + r * k;
+          t.s[r] = c.w.scales + 0 * sc;
+        }
+        t.n_rows = rows;
+        t.x = xp.data();
+        t.ldx = ldx;
+        t.n_tokens = tokens;
+        t.k = k;
+        tile(t);
+        for (int r = 0; r < rows; ++r) {
+          for (int j = 0; j < tokens; ++j) {
+            const std::string at = "k=" + std::to_string(k) + " tile " + std::to_string(rows) + "x" +
+                                   std::to_string(tokens) + " row " + std::to_string(r) + " token " + std::to_string(j);
+            if (rows == 2 && tokens == 8) {
+              ref[r][j] = t.sums[r][j];
+              const size_t i = static_cast<size_t>(j * 2 + r);
+              const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+              ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
+            } else {
+              ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float))) << at;
+            }
+          }
+        }
       }
     }
   }

@@ -20,9 +20,9 @@ using detail::kTileTokens;
 constexpr int64_t kRowBlock = 32;  // rows swept per token group (prefill cache blocking)
 constexpr int64_t kRowGrain = 16;  // pool chunks start on multiples of this (keeps tile pairs fixed)
 
-// Grow-only per-thread buffer for the FP4 activation permutation: allocates when a larger shape is first
-// seen, never in steady-state decode.
-float* fp4_x_scratch(int64_t n) {
+// Grow-only per-thread buffer for the prepared (FP4-permuted or bf16) activations: allocates when a larger
+// shape is first seen, never in steady-state decode.
+float* x_scratch(int64_t n) {
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
@@ -117,11 +117,21 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     return;
 #endif
   const int64_t scale_cols = (w.n_cols + 127) / 128;
+  auto set_row = [&](detail::Fp8Tile& t, int r, int64_t row) {
+    t.w[r] = w.codes + row * w.n_cols;
+    t.s[r] = w.scales + (row / 128) * scale_cols;
+  };
+  // Fake-quantized activations are exact in bf16: then the bf16 dot-product tile, where the CPU has it.
+  const detail::Fp8TileFn bf16_tile = isa == Isa::kScalar ? nullptr : detail::fp8_bf16_tile_for(isa);
+  if (bf16_tile != nullptr && detail::bf16_exact(x, n_tokens * w.n_cols)) {
+    const int64_t ldx = detail::fp8_bf16_x_stride(w.n_cols);
+    float* xp = x_scratch(n_tokens * ldx);
+    detail::fp8_prepare_x_bf16(x, n_tokens, w.n_cols, xp);
+    run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, xp, ldx, out, opt, w.n_cols, bf16_tile, set_row);
+    return;
+  }
   run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, w.n_cols, out, opt, w.n_cols, detail::fp8_tile_for(isa),
-                            [&](detail::Fp8Tile& t, int r, int64_t row) {
-                              t.w[r] = w.codes + row * w.n_cols;
-                              t.s[r] = w.scales + (row / 128) * scale_cols;
-                            });
+                            set_row);
 }
 
 int64_t bf16_weight_bytes(const Bf16Matrix& w) { return 2 * w.n_rows * w.n_cols; }
@@ -162,7 +172,7 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
   const float* xs = x;
   const int64_t ldx = detail::fp4_x_stride(kern.layout, w.n_cols);
   if (kern.layout != detail::Fp4XLayout::kNatural) {
-    float* xp = fp4_x_scratch(n_tokens * ldx);
+    float* xp = x_scratch(n_tokens * ldx);
     detail::fp4_prepare_x(kern.layout, x, n_tokens, w.n_cols, xp);
     xs = xp;
   }

@@ -279,14 +279,21 @@ void EngineCore::lookup_prefix(Sequence& s) {
     }
   }
   if (best == nullptr || best_len == 0) return;
-  if (!runner_->copy_prefix(s.slot, best->slot, static_cast<int32_t>(best_len)).is_ok()) return;
-  s.n_computed = static_cast<int32_t>(best_len);  // counted as a hit once the sequence is admitted
-  for (auto it = donors_.begin(); it != donors_.end(); ++it) {  // LRU touch
+  for (auto it = donors_.begin(); it != donors_.end(); ++it) {  // LRU touch (first: it must outlive the evictions below)
     if (it->get() == best) {
       donors_.splice(donors_.begin(), donors_, it);
       break;
     }
   }
+  // A copy that replays tokens needs pages of its own; under a tight budget the other cached sequences
+  // are what holds them, and the hit is worth more than the least recently used of those.
+  Status copied = runner_->copy_prefix(s.slot, best->slot, static_cast<int32_t>(best_len));
+  while (copied.code() == StatusCode::kResourceExhausted && donors_.size() > 1) {
+    evict_donor();
+    copied = runner_->copy_prefix(s.slot, best->slot, static_cast<int32_t>(best_len));
+  }
+  if (!copied.is_ok()) return;
+  s.n_computed = static_cast<int32_t>(best_len);  // counted as a hit once the sequence is admitted
 }
 
 // ---- scheduling ----

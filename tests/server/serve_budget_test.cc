@@ -205,5 +205,29 @@ TEST_F(ServeBudget, SharedPrefixRequestIsAPrefixCacheHit) {
   EXPECT_EQ(metrics_of(free_port()).at("dsv4_prefix_cache_hits_total"), 0);
 }
 
+// The same after a busy period: the cached sequences of eight earlier requests fill the 1 MiB budget, and
+// the copy a hit needs (it replays tokens) must make room by evicting them rather than miss.
+TEST_F(ServeBudget, SharedPrefixHitsAfterCachedSequencesFillTheBudget) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([i] { EXPECT_EQ(post(budgeted_port(), completion(prompt_of(5 + 9 * i, i), 6)).first, 200); });
+  }
+  for (auto& t : threads) t.join();
+  const std::vector<int32_t> first = prompt_of(40, 101);
+  std::vector<int32_t> second = first;
+  for (int i = 0; i < 12; ++i) second.push_back(2000 + 17 * i);
+  ASSERT_EQ(post(budgeted_port(), completion(first, 4)).first, 200);
+  const Metrics before = metrics_of(budgeted_port());
+  auto [s2, j2] = post(budgeted_port(), completion(second, 4));
+  ASSERT_EQ(s2, 200) << j2.dump();
+  const Metrics after = metrics_of(budgeted_port());
+  EXPECT_EQ(after.at("dsv4_prefix_cache_hits_total") - before.at("dsv4_prefix_cache_hits_total"), 1);
+  EXPECT_EQ(after.at("dsv4_prefix_cache_hit_tokens_total") - before.at("dsv4_prefix_cache_hit_tokens_total"),
+            static_cast<int64_t>(first.size()));
+  auto [s3, j3] = post(free_port(), completion(second, 4));
+  ASSERT_EQ(s3, 200) << j3.dump();
+  EXPECT_EQ(j2["choices"][0]["text"], j3["choices"][0]["text"]);
+}
+
 }  // namespace
 }  // namespace dsv4::server::test

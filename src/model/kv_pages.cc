@@ -311,11 +311,13 @@ int64_t KvPageTable::pages_needed(int64_t n_rows) const {
   if (!pool_ || n_rows <= n_rows_) return 0;
   const int64_t pr = pool_->page_rows();
   // Replays append()'s page events. A page this table alone holds returns to the pool when it slides
-  // out; a shared one does not (its other holders keep it).
-  std::vector<char> owned(ids_.size());
-  for (size_t p = 0; p < ids_.size(); ++p) owned[p] = pool_->refcount(ids_[p]) == 1;
+  // out; a shared one does not (its other holders keep it). Fresh pages are ours, and so is the one
+  // shared page a copy-on-write replaces (only the last held page can be copied, at most once).
   const int64_t first0 = first_page_, end0 = first_page_ + n_pages();
-  const auto is_owned = [&](int64_t page) { return page >= end0 || owned[static_cast<size_t>(page - first0)] != 0; };
+  int64_t copied = -1;  // absolute page number made private by the replayed copy-on-write
+  const auto is_owned = [&](int64_t page) {
+    return page >= end0 || page == copied || pool_->refcount(ids_[static_cast<size_t>(page - first0)]) == 1;
+  };
   int64_t first = first0, end = end0, net = 0, peak = 0;
   for (int64_t n = n_rows_; n < n_rows; ++n) {
     const int64_t keep = slide_.keep_from(n + 1);
@@ -325,7 +327,7 @@ int64_t KvPageTable::pages_needed(int64_t n_rows) const {
       ++end;
       ++net;
     } else if (!is_owned(end - 1)) {  // copy-on-write of the shared last page
-      owned[static_cast<size_t>(end - 1 - first0)] = 1;
+      copied = end - 1;
       ++net;
     }
     peak = std::max(peak, net);

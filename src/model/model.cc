@@ -12,27 +12,6 @@
 #include "model/deepseek_v4/mtp.h"
 
 namespace dsv4 {
-namespace {
-
-// Batch rows grouped by sequence, each group in batch order.
-std::vector<std::vector<int64_t>> rows_by_sequence(std::span<const BatchToken> batch, size_t n_seqs) {
-  std::vector<std::vector<int64_t>> rows(n_seqs);
-  for (size_t i = 0; i < batch.size(); ++i) rows[static_cast<size_t>(batch[i].seq)].push_back(static_cast<int64_t>(i));
-  return rows;
-}
-
-// Output row of each want_logits batch row (−1 otherwise).
-std::vector<int64_t> logit_rows(std::span<const BatchToken> batch, int64_t* n_out) {
-  std::vector<int64_t> r(batch.size(), -1);
-  int64_t k = 0;
-  for (size_t i = 0; i < batch.size(); ++i)
-    if (batch[i].want_logits) r[i] = k++;
-  *n_out = k;
-  return r;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, const ModelOptions& options) {
   if (options.threads < 0)
     return invalid_argument("model.threads", "thread count must be >= 0 (0 = one per CPU), got " +
@@ -143,77 +122,94 @@ Status Model::validate(std::span<const BatchToken> batch, std::span<SequenceStat
         return invalid_argument("model.batch_state_alias", "two sequence ids share one SequenceState");
   for (size_t i = 0; i < batch.size(); ++i) {
     const BatchToken& b = batch[i];
-    const std::string where = "batch row " + std::to_string(i) + ": ";
+    // Built only on an error: a warm step allocates nothing.
+    const auto where = [i] { return "batch row " + std::to_string(i) + ": "; };
     if (b.seq < 0 || static_cast<size_t>(b.seq) >= states.size() || !states[static_cast<size_t>(b.seq)])
-      return invalid_argument("model.batch_seq", where + "sequence id " + std::to_string(b.seq) + " has no state");
+      return invalid_argument("model.batch_seq", where() + "sequence id " + std::to_string(b.seq) + " has no state");
     if (b.token < 0 || b.token >= ctx_.cfg.vocab_size)
-      return invalid_argument("model.token_range", where + "token id " + std::to_string(b.token) + " outside [0, " +
+      return invalid_argument("model.token_range", where() + "token id " + std::to_string(b.token) + " outside [0, " +
                                                        std::to_string(ctx_.cfg.vocab_size) + ")");
     int64_t& nx = next[static_cast<size_t>(b.seq)];
     const SequenceState& st = *states[static_cast<size_t>(b.seq)];
     if (nx < 0) nx = mtp ? st.n_mtp_tokens() : st.n_tokens();
     if (b.pos != nx)
-      return invalid_argument("model.position_gap", where + "position " + std::to_string(b.pos) + ", expected " +
+      return invalid_argument("model.position_gap", where() + "position " + std::to_string(b.pos) + ", expected " +
                                                         std::to_string(nx) + " (positions must continue the sequence)");
     if (b.pos >= max_context())
-      return out_of_range("model.context_length", where + "position " + std::to_string(b.pos) +
+      return out_of_range("model.context_length", where() + "position " + std::to_string(b.pos) +
                                                       " exceeds the context limit " + std::to_string(max_context()));
     ++nx;
   }
   return Status::ok();
 }
 
+int64_t Model::plan_rows(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const {
+  ForwardScratch& sc = scratch_;
+  // Output row of each want_logits batch row (−1 otherwise).
+  sc.out_row.resize(batch.size());
+  int64_t n_out = 0;
+  for (size_t i = 0; i < batch.size(); ++i) sc.out_row[i] = batch[i].want_logits ? n_out++ : -1;
+  // Batch rows grouped by sequence, each group in batch order (a counting sort: validate() checked the ids).
+  sc.seq_begin.assign(states.size() + 1, 0);
+  for (const BatchToken& b : batch) ++sc.seq_begin[static_cast<size_t>(b.seq) + 1];
+  for (size_t s = 0; s < states.size(); ++s) sc.seq_begin[s + 1] += sc.seq_begin[s];
+  sc.order.resize(batch.size());
+  sc.segs.clear();
+  sc.seg_seq.clear();
+  for (size_t s = 0; s < states.size(); ++s) {
+    const int64_t n = sc.seq_begin[s + 1] - sc.seq_begin[s];
+    if (n == 0) continue;
+    sc.segs.push_back({nullptr, sc.seq_begin[s], n, mtp ? states[s]->n_mtp_tokens() : states[s]->n_tokens()});
+    sc.seg_seq.push_back(s);
+  }
+  for (size_t i = 0; i < batch.size(); ++i)
+    sc.order[static_cast<size_t>(sc.seq_begin[static_cast<size_t>(batch[i].seq)]++)] = static_cast<int64_t>(i);
+  return n_out;
+}
+
 Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
                       std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) const {
-  std::vector<int64_t> next;
-  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false, &next));
+  std::lock_guard<std::mutex> lock(forward_mu_);  // also guards scratch_
+  ForwardScratch& sc = scratch_;
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/false, &sc.next));
   const ModelConfig& c = ctx_.cfg;
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
-  int64_t n_out = 0;
-  const auto out_row = logit_rows(batch, &n_out);
-  const auto groups = rows_by_sequence(batch, states_by_seq.size());
-  std::vector<v4::BlockSegment> segs;
-  std::vector<size_t> seg_seq;
-  std::vector<int64_t> order;  // row r of H = batch row order[r]: each sequence's rows back to back
-  for (size_t s = 0; s < groups.size(); ++s) {
-    if (groups[s].empty()) continue;
-    segs.push_back({nullptr, static_cast<int64_t>(order.size()), static_cast<int64_t>(groups[s].size()),
-                    states_by_seq[s]->n_tokens()});
-    seg_seq.push_back(s);
-    order.insert(order.end(), groups[s].begin(), groups[s].end());
-  }
+  const int64_t n_out = plan_rows(batch, states_by_seq, /*mtp=*/false);
+  const auto& order = sc.order;  // row r of H = batch row order[r]: each sequence's rows back to back
+  auto& segs = sc.segs;
   if (trace) {
     if (segs.size() > 1) return invalid_argument("model.trace_batch", "a traced forward takes a single sequence");
     trace->layers.assign(static_cast<size_t>(c.n_layers), {});
   }
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, next, /*mtp=*/false));  // under the lock: no one allocates
+  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, sc.next, /*mtp=*/false));  // under the lock: no one allocates
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto n = static_cast<int64_t>(order.size());
   // H [n, hc, d]: embed[ids] repeated over the hc streams (spec §2.1); rows decoded as gathered.
-  std::vector<int32_t> tokens(order.size());
-  std::vector<float> H(static_cast<size_t>(n * hc * d));
+  sc.tokens.resize(order.size());
+  sc.H.resize(static_cast<size_t>(n * hc * d));
+  int32_t* tokens = sc.tokens.data();
+  float* H = sc.H.data();
   for (int64_t i = 0; i < n; ++i) {
-    tokens[static_cast<size_t>(i)] = batch[static_cast<size_t>(order[static_cast<size_t>(i)])].token;
-    float* h0 = H.data() + i * hc * d;
-    weights_->embed.row(tokens[static_cast<size_t>(i)], h0);
+    tokens[i] = batch[static_cast<size_t>(order[static_cast<size_t>(i)])].token;
+    float* h0 = H + i * hc * d;
+    weights_->embed.row(tokens[i], h0);
     for (int64_t j = 1; j < hc; ++j) std::copy_n(h0, d, h0 + j * d);
   }
   for (int64_t il = 0; il < c.n_layers; ++il) {
-    for (size_t k = 0; k < segs.size(); ++k) segs[k].state = &states_by_seq[seg_seq[k]]->layers[static_cast<size_t>(il)];
-    v4::block_forward(ctx_, il, weights_->layers[static_cast<size_t>(il)], segs, H.data(), tokens.data(), n,
+    for (size_t k = 0; k < segs.size(); ++k) segs[k].state = &states_by_seq[sc.seg_seq[k]]->layers[static_cast<size_t>(il)];
+    v4::block_forward(ctx_, il, weights_->layers[static_cast<size_t>(il)], segs, H, tokens, n,
                       trace ? &trace->layers[static_cast<size_t>(il)] : nullptr);
   }
-  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[seg_seq[k]]->n_tokens_ += segs[k].n;
+  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_tokens_ += segs[k].n;
   // The head once for every row that wants logits: [n_want, hc, d] → [n_want, V] in batch order.
-  std::vector<float> Hl(static_cast<size_t>(n_out * hc * d));
+  sc.Hl.resize(static_cast<size_t>(n_out * hc * d));
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
-    if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-    if (logits && out_row[r] >= 0) std::copy_n(H.data() + i * hc * d, hc * d, Hl.data() + out_row[r] * hc * d);
+    if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
+    if (logits && sc.out_row[r] >= 0) std::copy_n(H + i * hc * d, hc * d, sc.Hl.data() + sc.out_row[r] * hc * d);
   }
-  if (logits && n_out > 0) v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, Hl.data(), n_out, logits->data());
+  if (logits && n_out > 0) v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, sc.Hl.data(), n_out, logits->data());
   return Status::ok();
 }
 
@@ -225,46 +221,37 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   const int64_t d = c.dim, hc = c.hc_mult, V = c.vocab_size;
   if (final_streams.size() != batch.size() * static_cast<size_t>(hc * d))
     return invalid_argument("model.mtp_streams", "final_streams must hold [n_batch, hc_mult, dim] values");
-  std::vector<int64_t> next_len;
-  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true, &next_len));
-  int64_t n_out = 0;
-  const auto out_row = logit_rows(batch, &n_out);
+  std::lock_guard<std::mutex> lock(forward_mu_);  // also guards scratch_
+  ForwardScratch& sc = scratch_;
+  DSV4_RETURN_IF_ERROR(validate(batch, states_by_seq, /*mtp=*/true, &sc.next));
   // Layer-major like forward: the MTP block's attention per sequence, everything else over all rows.
-  const auto groups = rows_by_sequence(batch, states_by_seq.size());
-  std::vector<v4::BlockSegment> segs;
-  std::vector<size_t> seg_seq;
-  std::vector<int64_t> order;  // row r = batch row order[r]
-  for (size_t s = 0; s < groups.size(); ++s) {
-    if (groups[s].empty()) continue;
-    SequenceState& st = *states_by_seq[s];
-    segs.push_back({&st.mtp_layers[0], static_cast<int64_t>(order.size()), static_cast<int64_t>(groups[s].size()),
-                    st.n_mtp_tokens()});
-    seg_seq.push_back(s);
-    order.insert(order.end(), groups[s].begin(), groups[s].end());
-  }
-  std::lock_guard<std::mutex> lock(forward_mu_);
-  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, next_len, /*mtp=*/true));
+  const int64_t n_out = plan_rows(batch, states_by_seq, /*mtp=*/true);
+  const auto& order = sc.order;  // row r = batch row order[r]
+  auto& segs = sc.segs;
+  for (size_t k = 0; k < segs.size(); ++k) segs[k].state = &states_by_seq[sc.seg_seq[k]]->mtp_layers[0];
+  DSV4_RETURN_IF_ERROR(check_budget(states_by_seq, sc.next, /*mtp=*/true));
   if (logits) logits->assign(static_cast<size_t>(n_out * V), 0.0f);
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto n = static_cast<int64_t>(order.size());
-  std::vector<int32_t> next(order.size());
-  std::vector<float> H(static_cast<size_t>(n * hc * d));
+  sc.tokens.resize(order.size());  // the next tokens
+  sc.H.resize(static_cast<size_t>(n * hc * d));
+  float* H = sc.H.data();
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
-    next[static_cast<size_t>(i)] = batch[r].token;
-    std::copy_n(final_streams.data() + r * static_cast<size_t>(hc * d), hc * d, H.data() + i * hc * d);
+    sc.tokens[static_cast<size_t>(i)] = batch[r].token;
+    std::copy_n(final_streams.data() + r * static_cast<size_t>(hc * d), hc * d, H + i * hc * d);
   }
-  v4::mtp_forward(ctx_, 0, *weights_, segs, H.data(), next.data(), n, nullptr);
-  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[seg_seq[k]]->n_mtp_tokens_ += segs[k].n;
+  v4::mtp_forward(ctx_, 0, *weights_, segs, H, sc.tokens.data(), n, nullptr);
+  for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_mtp_tokens_ += segs[k].n;
   // The MTP head only on the rows that want logits.
-  std::vector<float> Hl(static_cast<size_t>(n_out * hc * d));
+  sc.Hl.resize(static_cast<size_t>(n_out * hc * d));
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
-    if (capture) std::copy_n(H.data() + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-    if (logits && out_row[r] >= 0) std::copy_n(H.data() + i * hc * d, hc * d, Hl.data() + out_row[r] * hc * d);
+    if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
+    if (logits && sc.out_row[r] >= 0) std::copy_n(H + i * hc * d, hc * d, sc.Hl.data() + sc.out_row[r] * hc * d);
   }
   const MtpWeights& mw = weights_->mtp[0];
-  if (logits && n_out > 0) v4::head_logits(ctx_, mw.hc_head, mw.norm, weights_->head, Hl.data(), n_out, logits->data());
+  if (logits && n_out > 0) v4::head_logits(ctx_, mw.hc_head, mw.norm, weights_->head, sc.Hl.data(), n_out, logits->data());
   return Status::ok();
 }
 

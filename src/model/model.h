@@ -110,6 +110,9 @@ class Model {
   Status validate(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp,
                   std::vector<int64_t>* next) const;
   Status check_budget(std::span<SequenceState* const> states, const std::vector<int64_t>& next, bool mtp) const;
+  // Fills scratch_'s out_row (returns the logits row count), order, segs and seg_seq (states unset);
+  // start of each segment: the sequence's length (mtp: its MTP length).
+  int64_t plan_rows(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
 
   ModelOptions options_;
   std::unique_ptr<ThreadPool> pool_;
@@ -117,6 +120,19 @@ class Model {
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<StatePools> pools_;
   mutable std::mutex forward_mu_;
+  // A forward's bookkeeping and activations, reused under forward_mu_ so a warm step does not allocate:
+  // vectors only grow (to the largest batch seen).
+  struct ForwardScratch {
+    std::vector<int64_t> next;        // [n_seqs] length after the batch, −1: not in it
+    std::vector<int64_t> out_row;     // [n_batch] logits row of each batch row, −1: none
+    std::vector<int64_t> seq_begin;   // [n_seqs + 1] start of each sequence's rows in `order`
+    std::vector<int64_t> order;       // [n_batch] row r of H = batch row order[r]
+    std::vector<v4::BlockSegment> segs;
+    std::vector<size_t> seg_seq;      // sequence id of each segment
+    std::vector<int32_t> tokens;      // [n_batch] in H's row order
+    std::vector<float> H, Hl;         // [n_batch, hc, d], [n_want_logits, hc, d]
+  };
+  mutable ForwardScratch scratch_;
 };
 
 }  // namespace dsv4

@@ -11,6 +11,7 @@
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/linear.h"
+#include "model/deepseek_v4/scratch.h"
 #include "ops/reference/common.h"
 #include "ops/reference/norm.h"
 #include "ops/reference/rope.h"
@@ -18,6 +19,26 @@
 #include "ops/reference/sparse_attention.h"
 
 namespace dsv4::v4 {
+namespace {
+
+// The whole call's activations, on the calling thread. Grow-only: a warm step allocates nothing.
+struct CallScratch {
+  std::vector<float> qr, q, kv, o, z;
+  IndexerProjection iproj;
+  CompressorProjection cproj;
+};
+
+// One sequence's working set, per thread (the sequences of a decode batch run side by side on the pool).
+struct SegmentScratch {
+  kernels::SparseAttentionScratch attention;
+  std::vector<const float*> rows;       // one query's index list
+  std::vector<float> comp;              // decoded compressed rows
+  std::vector<const float*> comp_rows;  // HCA: every stored entry, decoded once per call
+  std::vector<float> prev;              // window rows of earlier calls, decoded
+  std::vector<std::vector<int32_t>> selected;  // CSA: each query's entries
+};
+
+}  // namespace
 
 void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, StatePools* pools, LayerState* st) {
   // The window keeps the last window_size rows: keep_from(n) = n − window_size.
@@ -40,21 +61,22 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // Every linear below runs once over all rows of the batch: rows are independent in every linear kernel
   // (activation quantization is per row), so this is bit-identical to projecting each sequence alone.
   // 1. Query latent qr = RMSNorm_q(wq_a·x): [n, q_lora_rank] (the indexer reuses it).
-  std::vector<float> qr(static_cast<size_t>(n * c.q_lora_rank));
-  linear(ctx.exec, w.wq_a, x, n, qr.data());
-  ref::rms_norm(qr.data(), n, c.q_lora_rank, w.q_norm.data(), eps, qr.data());
+  thread_local CallScratch call;
+  float* qr = grow_only(call.qr, n * c.q_lora_rank);
+  linear(ctx.exec, w.wq_a, x, n, qr);
+  ref::rms_norm(qr, n, c.q_lora_rank, w.q_norm.data(), eps, qr);
   // 2. Query heads [n, H, D]: per-head RMS in bf16 steps (RoPE per sequence below).
-  std::vector<float> q(static_cast<size_t>(n * H * D));
-  linear(ctx.exec, w.wq_b, qr.data(), n, q.data());
-  ref::head_rms_norm_bf16(q.data(), n * H, D, eps);
+  float* q = grow_only(call.q, n * H * D);
+  linear(ctx.exec, w.wq_b, qr, n, q);
+  ref::head_rms_norm_bf16(q, n * H, D, eps);
   // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x) (RoPE tail and FP8 simulation per sequence below).
-  std::vector<float> kv(static_cast<size_t>(n * D));
-  linear(ctx.exec, w.wkv, x, n, kv.data());
-  ref::rms_norm(kv.data(), n, D, w.kv_norm.data(), eps, kv.data());
+  float* kv = grow_only(call.kv, n * D);
+  linear(ctx.exec, w.wkv, x, n, kv);
+  ref::rms_norm(kv, n, D, w.kv_norm.data(), eps, kv);
   // The compressor's and the indexer's projections.
-  IndexerProjection iproj;
-  if (w.has_indexer) indexer_project(ctx, w.indexer, x, qr.data(), n, &iproj);
-  CompressorProjection cproj;
+  IndexerProjection& iproj = call.iproj;
+  if (w.has_indexer) indexer_project(ctx, w.indexer, x, qr, n, &iproj);
+  CompressorProjection& cproj = call.cproj;
   if (w.has_compressor) compressor_project(ctx.exec, w.compressor, x, n, &cproj);
 
   const int64_t ratio = c.compress_ratio(il);
@@ -64,15 +86,17 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // within its documented bound otherwise), heads split over the model's pool.
   const bool fast = ctx.exec.backend == Backend::kCpu;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
-  std::vector<float> o(static_cast<size_t>(n * H * D));  // [n, H, D]
+  float* o = grow_only(call.o, n * H * D);  // [n, H, D]
 
   // One sequence's rows [row0, row0 + sn) at positions start..: writes only those rows of q, kv, iproj, o.
   auto attend = [&](const BlockSegment& seg) {
     LayerState* st = seg.state;
     const int64_t row0 = seg.row0, sn = seg.n, start = seg.start;
-    float* sq = q.data() + row0 * H * D;
-    float* skv = kv.data() + row0 * D;
-    float* so = o.data() + row0 * H * D;
+    float* sq = q + row0 * H * D;
+    float* skv = kv + row0 * D;
+    float* so = o + row0 * H * D;
+    thread_local SegmentScratch seg_scratch;
+    SegmentScratch& ss = seg_scratch;
     for (int64_t i = 0; i < sn; ++i)
       for (int64_t h = 0; h < H; ++h) ref::apply_rope(sq + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
     for (int64_t i = 0; i < sn; ++i) {
@@ -82,7 +106,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     }
 
     // 4. Compressed entries: CSA selects with the indexer, HCA sees every visible entry.
-    std::vector<std::vector<int32_t>> selected;
+    std::vector<std::vector<int32_t>>& selected = ss.selected;
     if (w.has_indexer)
       indexer_select(ctx, il, w.indexer, st, &iproj, row0, start, sn, &selected, selection ? &selection->scores : nullptr);
     if (w.has_compressor)
@@ -100,31 +124,35 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     // README item 12). The reference prefill pads the window only to min(S, window_size); the two agree
     // whenever S ≥ window_size (every golden prefill), and using the decode layout everywhere makes one-shot
     // prefill, chunks and decode bit-identical for every window size.
-    kernels::SparseAttentionScratch scratch;
-    std::vector<const float*> rows;
+    kernels::SparseAttentionScratch& scratch = ss.attention;
+    std::vector<const float*>& rows = ss.rows;
     // Compressed rows are stored as FP8 pages; the ones a query reads are decoded (losslessly) into
     // scratch: HCA's every row once per call, CSA's selected rows per query.
     const CompressorState& stored = st->compressor;
-    std::vector<float> comp;
-    std::vector<const float*> comp_rows;
+    std::vector<float>& comp = ss.comp;
+    std::vector<const float*>& comp_rows = ss.comp_rows;
+    // Room for every entry the held pages can take, so these grow only when the table takes a page.
+    const int64_t comp_room = rows_until_next_page(stored.rows);
+    rows.reserve(static_cast<size_t>(win_cols + std::max<int64_t>(comp_room, c.index_topk)));
     if (w.has_compressor && !w.has_indexer) {
-      comp.resize(static_cast<size_t>(stored.n_entries * D));
-      for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows.push_back(stored.entry(t, comp.data() + t * D));
+      float* dst = grow_only(comp, stored.n_entries * D, comp_room * D);
+      grow_only(comp_rows, stored.n_entries, comp_room);
+      for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows[static_cast<size_t>(t)] = stored.entry(t, dst + t * D);
     }
     // Window rows of earlier calls [w0, start): stored FP8 (lossless), decoded once for all queries.
     const int64_t w0 = std::max<int64_t>(0, start - win + 1);
-    std::vector<float> prev(static_cast<size_t>((start - w0) * D));  // [start − w0, D]
-    for (int64_t p = w0; p < start; ++p) st->window.read(p, prev.data() + (p - w0) * D);
+    float* prev = grow_only(ss.prev, (start - w0) * D, (win - 1) * D);  // [start − w0, D]
+    for (int64_t p = w0; p < start; ++p) st->window.read(p, prev + (p - w0) * D);
     for (int64_t i = 0; i < sn; ++i) {
       const int64_t pos = start + i;
       rows.clear();
       const int64_t first = std::max<int64_t>(0, pos - win + 1);
       for (int64_t p = first; p <= pos; ++p)
-        rows.push_back(p >= start ? skv + (p - start) * D : prev.data() + (p - w0) * D);
+        rows.push_back(p >= start ? skv + (p - start) * D : prev + (p - w0) * D);
       while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
       if (w.has_indexer) {
         const auto& sel = selected[static_cast<size_t>(i)];
-        comp.resize(sel.size() * static_cast<size_t>(D));
+        grow_only(comp, static_cast<int64_t>(sel.size()) * D, c.index_topk * D);
         for (size_t j = 0; j < sel.size(); ++j) rows.push_back(stored.entry(sel[j], comp.data() + static_cast<int64_t>(j) * D));
       } else if (w.has_compressor) {
         const int64_t visible = (pos + 1) / ratio;
@@ -167,10 +195,10 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
 
   // 6. Grouped low-rank output over all rows: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
   const int64_t G = c.o_groups, R = c.o_lora_rank;
-  std::vector<float> z(static_cast<size_t>(n * G * R));
+  float* z = grow_only(call.z, n * G * R);
   // o [n, G, H·D/G] → z [n, G, R]: bf16 weights, no activation quantization, bf16 output.
-  grouped_linear(ctx.exec, w.wo_a, G, o.data(), n, z.data());
-  linear(ctx.exec, w.wo_b, z.data(), n, out);
+  grouped_linear(ctx.exec, w.wo_a, G, o, n, z);
+  linear(ctx.exec, w.wo_b, z, n, out);
 }
 
 }  // namespace dsv4::v4

@@ -41,7 +41,8 @@ namespace {
 void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,
                 const std::vector<float>& freqs, CompressorState* st, int64_t b) {
   const int64_t r = w.ratio, dc = w.head_dim;
-  std::vector<float> out(static_cast<size_t>(dc));
+  thread_local std::vector<float> out;  // [dc], grow-only
+  out.resize(static_cast<size_t>(dc));
   // The pooling reads the candidates in place (kernels/cpu/compress_pool.h: bit-identical to
   // ref::compress_pool on every ISA, so both backends keep the reference's bits): the partial rows
   // [kv | score + ape] (`width` each) in their pages. Overlap: 2r candidates, block b−1 with its

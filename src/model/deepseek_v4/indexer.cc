@@ -11,6 +11,7 @@
 #include "ops/reference/hadamard.h"
 #include "ops/reference/indexer.h"
 #include "model/deepseek_v4/linear.h"
+#include "model/deepseek_v4/scratch.h"
 #include "ops/reference/rope.h"
 
 namespace dsv4::v4 {
@@ -50,26 +51,31 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
                      p->keys, row0, start, n);
 
   // The keys live as packed FP4 pages; the scorer reads them decoded (losslessly) into one contiguous
-  // scratch [n_entries, hd], filled once per call.
+  // scratch [n_entries, hd], filled once per call. Per-thread scratch (sequences of a batch run on
+  // separate threads), grown with the key table's pages, so a warm step does not allocate.
   const KvPageTable& stored = st->index_keys.rows;
-  std::vector<float> key_scratch(static_cast<size_t>(stored.size() * hd));  // [n_entries, hd]
-  for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, key_scratch.data() + t * hd);
-  const float* keys = key_scratch.data();
+  const int64_t room = rows_until_next_page(stored);  // entries the held pages can take
+  thread_local std::vector<float> key_scratch;     // [n_entries, hd]
+  thread_local std::vector<float> scores;          // [visible]
+  thread_local kernels::TopkScratch topk_scratch;
+  float* keys = grow_only(key_scratch, stored.size() * hd, room * hd);
+  for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, keys + t * hd);
+  if (topk_scratch.keys.capacity() < static_cast<size_t>(room)) topk_scratch.keys.reserve(static_cast<size_t>(room));
+  topk_scratch.picked.reserve(static_cast<size_t>(c.index_topk));
 
-  selected->assign(static_cast<size_t>(n), {});
+  // Outer and inner vectors keep their capacity: every row's list is resized, then fully overwritten.
+  if (selected->size() < static_cast<size_t>(n)) selected->resize(static_cast<size_t>(n));
   if (all_scores) all_scores->assign(static_cast<size_t>(n), {});
-  std::vector<float> scores;
   // cpu backend: the vectorised / AMX score kernel and the radix top-k (kernels/cpu/indexer.h: bit-identical
   // to the reference on these FP4-simulated q and keys; same tie rule).
   const bool fast = ctx.exec.backend == Backend::kCpu;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
-  kernels::TopkScratch topk_scratch;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t visible = (start + i + 1) / w.compressor.ratio;  // causal rule (spec §2.6 step 7)
     const int64_t k = std::min<int64_t>(c.index_topk, visible);
-    scores.resize(static_cast<size_t>(visible));
+    grow_only(scores, visible, room);
     auto& sel = (*selected)[static_cast<size_t>(i)];
-    sel.resize(static_cast<size_t>(k));
+    grow_only(sel, k, c.index_topk);
     if (fast) {
       kernels::indexer_scores(q + i * nh * hd, nh, hd, keys, visible,
                               wts + i * nh, scores.data(), kopt);

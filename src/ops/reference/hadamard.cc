@@ -12,7 +12,8 @@ namespace dsv4::ref {
 
 void hadamard_rotate(float* x, int64_t n) {
   DSV4_CHECK(n > 0 && (n & (n - 1)) == 0, "hadamard_rotate: n must be a power of two");
-  std::vector<double> v(x, x + n);
+  thread_local std::vector<double> v;  // grow-only: the decode step loop calls this per head and row
+  v.assign(x, x + n);
   for (int64_t h = 1; h < n; h *= 2)
     for (int64_t i = 0; i < n; i += 2 * h)
       for (int64_t j = i; j < i + h; ++j) {

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/sparse_attention.h"
 #include "ops/reference/sparse_attention.h"
+#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -65,13 +66,6 @@ std::vector<Case> grid() {
     for (int64_t n : {0, 1, 2, 63, 64, 65, 130, 200})
       for (Mask m : {Mask::kNone, Mask::kRandom, Mask::kFirstBlock, Mask::kAll}) cases.push_back({h, d, n, m});
   return cases;
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
-    if (isa_supported(i)) v.push_back(i);
-  return v;
 }
 
 std::vector<float> run_ref(const Case& c, const Inputs& in) {

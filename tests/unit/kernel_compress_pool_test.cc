@@ -12,16 +12,10 @@
 
 #include "kernels/cpu/compress_pool.h"
 #include "ops/reference/compressor.h"
+#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
-    if (isa_supported(i)) v.push_back(i);
-  return v;
-}
 
 void expect_matches_reference(const std::vector<float>& kv, const std::vector<float>& sc, int64_t n_cand, int64_t dc,
                               const char* what) {

@@ -14,16 +14,10 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
 #include "ops/reference/mhc.h"
+#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
-    if (isa_supported(i)) v.push_back(i);
-  return v;
-}
 
 // Values spread over `decades` powers of two, bf16-rounded like the residual streams.
 std::vector<float> values(std::mt19937& rng, int64_t n, int decades) {

@@ -16,16 +16,10 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/indexer.h"
+#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
-
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
-    if (isa_supported(i)) v.push_back(i);
-  return v;
-}
 
 // Gaussian rows, FP4-simulated per 32-block; `spread` multiplies block b by 2^(spread·b) before the
 // quantization (0: the model's Hadamard-rotated vectors, whose blocks have similar scales).

@@ -8,45 +8,19 @@
 
 #include "runtime/engine_core.h"
 #include "runtime/model_model_runner.h"
+#include "runtime_tiny_model.h"
 #include "test_util.h"
 
 namespace dsv4 {
 namespace {
 
-// These tests compare tokens across batch compositions and chunkings, which the cpu backend keeps
-// bit-identical only below AMX (AMX GEMMs of >= 16 rows sum in another order; see model.h), so they pin
-// the best batch-invariant ISA, as serve and generate-batch do.
-ModelOptions batch_invariant_options() {
-  ModelOptions o;
-  o.isa = kernels::Isa::kAvx512;
-  return o;
-}
-
-std::unique_ptr<ModelModelRunner> load_tiny() {
-  auto r = ModelModelRunner::load(test::shared_dir() / "golden/tiny/checkpoint", batch_invariant_options());
-  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-  return r.is_ok() ? std::move(r).value() : nullptr;
-}
+using test::greedy;
+using test::prompt_of;
 
 // Loaded once: loading dominates the cost of these tests.
 ModelModelRunner& tiny() {
-  static std::unique_ptr<ModelModelRunner> runner = load_tiny();
+  static std::unique_ptr<ModelModelRunner> runner = test::load_tiny_runner();
   return *runner;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
-
-std::vector<int32_t> prompt_of(int n, int salt) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(2 + (i * 7919 + salt * 104729) % 1000);
-  return p;
 }
 
 std::vector<std::vector<int32_t>> run(ModelRunner& runner, const EngineCoreOptions& opt,
@@ -323,7 +297,9 @@ TEST(RuntimeModel, StateBudgetRefusesAForwardAndChangesNothing) {
 // Window and compressed rows in FP8 pages, keys in FP4: the engine's tokens (chunked prefill, decode,
 // concurrency, MTP speculation with rollback) equal an fp32 store's.
 TEST(RuntimeModel, Fp8StateGivesTheSameTokensAsAnFp32Store) {
-  auto model = Model::load(test::shared_dir() / "golden/tiny/checkpoint", batch_invariant_options());
+  ModelOptions o;
+  o.isa = kernels::Isa::kAvx512;  // as test::load_tiny_runner(): batch-invariant kernels
+  auto model = Model::load(test::shared_dir() / "golden/tiny/checkpoint", o);
   ASSERT_TRUE(model.is_ok());
   ASSERT_TRUE((*model)->configure_kv_pages(KvStorage::kF32, 0).is_ok());
   ModelModelRunner f32(std::move(model).value());

@@ -9,29 +9,20 @@
 
 #include "runtime/engine_core.h"
 #include "runtime/model_model_runner.h"
+#include "runtime_tiny_model.h"
 #include "test_util.h"
 
 namespace dsv4 {
 namespace {
 
-// Its own runner: these tests switch checkpoints and budgets, which the runner keeps. Kernels below AMX:
-// with AMX a GEMM of >= 16 rows sums in another order, so a prefix computed in other chunks than a cold
-// run would differ in the last bits (model.h, batch invariance).
-ModelModelRunner& tiny() {
-  static std::unique_ptr<ModelModelRunner> runner = [] {
-    ModelOptions options;
-    options.isa = kernels::Isa::kAvx512;
-    auto r = ModelModelRunner::load(test::shared_dir() / "golden/tiny/checkpoint", options);
-    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-    return r.is_ok() ? std::move(r).value() : nullptr;
-  }();
-  return *runner;
-}
+using test::greedy;
+using test::prompt_of;
 
-std::vector<int32_t> tokens_of(int n, int salt) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(2 + (i * 7919 + salt * 104729) % 1000);
-  return p;
+// Its own runner (batch-invariant kernels, see runtime_tiny_model.h): these tests switch checkpoints and
+// budgets, which the runner keeps.
+ModelModelRunner& tiny() {
+  static std::unique_ptr<ModelModelRunner> runner = test::load_tiny_runner();
+  return *runner;
 }
 
 // Feeds tokens[length(seq) .. to) in chunks of `chunk`; returns the logits of the last kTail positions
@@ -55,7 +46,7 @@ constexpr int32_t kDonorLen = kInterval + 40;
 // logits with a cold sequence fed the same tokens. Returns the tokens replayed by each copy.
 std::vector<int64_t> hits_vs_cold(bool checkpoints, const std::vector<int32_t>& lengths) {
   ModelModelRunner& runner = tiny();
-  const std::vector<int32_t> donor_tokens = tokens_of(kDonorLen, 3);
+  const std::vector<int32_t> donor_tokens = prompt_of(kDonorLen, 3);
   // Cold runs first, with checkpoints off (they must not depend on how the runner splits a forward):
   // one sequence that is never copied grows through the lengths in increasing order; at each it takes
   // the tail, then rolls the tail back (an exact truncate, within max_rollback).
@@ -122,15 +113,6 @@ TEST(RuntimePrefixCheckpoint, NegativeControlWithoutCheckpointsTheWholePrefixIsR
   for (size_t i = 0; i < lengths.size(); ++i) EXPECT_EQ(replayed[i], lengths[i]);
 }
 
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
-
 struct Outcome {
   std::vector<std::vector<int32_t>> tokens;
   CoreStats stats;
@@ -173,7 +155,7 @@ EngineCoreOptions options() {
 TEST(RuntimePrefixCheckpoint, EngineSharedSystemPromptHitsReplayLessThanAnInterval) {
   ModelModelRunner& runner = tiny();
   runner.set_checkpoint_interval(kInterval);
-  const std::vector<int32_t> system = tokens_of(kInterval + 21, 8);
+  const std::vector<int32_t> system = prompt_of(kInterval + 21, 8);
   std::vector<GenerationRequest> reqs;
   for (int q = 0; q < 3; ++q) {
     std::vector<int32_t> p = system;
@@ -197,7 +179,7 @@ TEST(RuntimePrefixCheckpoint, EngineSharedSystemPromptHitsReplayLessThanAnInterv
 TEST(RuntimePrefixCheckpoint, AStateBudgetThatHoldsSomeSequencesFinishesAllWithTheSameTokens) {
   ModelModelRunner& runner = tiny();
   std::vector<GenerationRequest> reqs;
-  for (int i = 0; i < 4; ++i) reqs.push_back(greedy(tokens_of(30 + 13 * i, 20 + i), 5));
+  for (int i = 0; i < 4; ++i) reqs.push_back(greedy(prompt_of(30 + 13 * i, 20 + i), 5));
   const Outcome free_run = run(runner, options(), reqs);
   // Only the runner bound (admission unbounded): forwards are refused, sequences preempted and retried.
   // The budget (all state pages: window, partial blocks, rows, keys) holds about two of the longest

@@ -40,13 +40,47 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   // 6 routed FP4 experts (w1, w3, w2) + the FP8 shared expert, per decode token.
   const int64_t fp4 = 2048 * 4096 / 2 + 2048 * 4096 / 32, fp8 = 2048 * 4096 + 16 * 32;
   EXPECT_EQ(j["decode_moe_layer"]["weight_bytes_per_token"].get<int64_t>(), 6 * 3 * fp4 + 3 * fp8);
-  EXPECT_EQ(j["prefill_gemm"].size(), 15u);
+  // Compute probe: every instruction the CPU has, with the flops one instruction does.
+  const auto& cp = j["compute_probe"];
+  EXPECT_EQ(cp["fma_f32_zmm"]["flops_per_insn"].get<int64_t>(), 32);
+  EXPECT_EQ(cp["vdpbf16ps_zmm"]["flops_per_insn"].get<int64_t>(), 64);
+  EXPECT_EQ(cp["tdpbf16ps"]["flops_per_insn"].get<int64_t>(), 16384);
+  for (const auto& [name, e] : cp.items())
+    if (e["supported"].get<bool>()) EXPECT_GT(e["core_gflops"].get<double>(), 0.0) << name;
+
+  // Prefill rows: 3 tensors × m in {1, 4, 8, 16, 64, 256}; each row's compute fraction is its GFLOP/s over
+  // the all-threads peak of the instruction it names, its bandwidth fraction the weight GB/s over the probe.
+  EXPECT_EQ(j["prefill_gemm"].size(), 18u);
+  for (const auto& row : j["prefill_gemm"]) {
+    EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / j["read_probe"]["best_gbps"].get<double>(), 1e-9);
+    if (!row.contains("peak_insn")) continue;
+    const std::string insn = row["peak_insn"];
+    const std::string kernel = row["kernel"];
+    // AMX GEMMs multiply on tdpbf16ps; the AVX-512 bf16 tile on fp32 FMA; fp8/fp4 tiles on vdpbf16ps.
+    if (kernel.find("/amx/") != std::string::npos) {
+      EXPECT_EQ(insn, "tdpbf16ps") << kernel;
+    } else if (kernel.rfind("bf16_gemm/", 0) == 0) {
+      EXPECT_EQ(insn, "fma_f32_zmm") << kernel;
+    } else {
+      EXPECT_TRUE(insn == "vdpbf16ps_zmm" || insn == "fma_f32_zmm") << kernel;
+    }
+    EXPECT_NEAR(row["ratio_to_compute_peak"].get<double>(), row["gflops"].get<double>() / cp[insn]["threads_gflops"].get<double>(),
+                1e-9);
+  }
 
   auto cfg = load_model_config(ckpt_dir);
   auto ckpt = Checkpoint::open(ckpt_dir);
   ASSERT_TRUE(cfg.is_ok() && ckpt.is_ok());
   double experts = 0, mtp = 0;
+  // Multiply-adds per token of the main model's 2-D matmul weights (packed FP4: two per byte), outside the
+  // routed experts, and of one routed expert.
+  double dense_macs = 0, expert_macs = 0;
   for (const auto& t : ckpt->tensors()) {
+    const bool matmul = t.shape.size() == 2 && t.name != "embed.weight" && t.name.ends_with(".weight") &&
+                        t.name.rfind("mtp.", 0) != 0 && t.dtype != DType::kF8E8M0;
+    const double elems = static_cast<double>(t.n_elements) * (t.dtype == DType::kI8 ? 2.0 : 1.0);
+    if (matmul && t.name.find(".ffn.experts.") == std::string::npos) dense_macs += elems;
+    if (matmul && t.name.rfind("layers.0.ffn.experts.0.", 0) == 0) expert_macs += elems;
     if (t.name.rfind("mtp.", 0) == 0) {
       mtp += static_cast<double>(t.data.size()) /
              (t.name == "mtp.0.ffn.gate.tid2eid" ? static_cast<double>(t.shape[0]) : 1.0);
@@ -113,6 +147,14 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
                 1e-9 * row["gb_per_cpu_s"].get<double>());
     EXPECT_NEAR(row["ratio_to_probe_cpu"].get<double>(),
                 row["gb_per_cpu_s"].get<double>() / j["read_probe"]["best_cpu_gbps"].get<double>(), 1e-9);
+    // Compute: every token multiplies the dense weights and its top-k experts' in every layer, whatever
+    // the routing (rows carry the figures where the CPU has the tiles' instructions).
+    if (row.contains("weight_gflop_per_step")) {
+      const double want = 2.0 * static_cast<double>(b) * (dense_macs + L * k * expert_macs) / 1e9;
+      EXPECT_NEAR(row["weight_gflop_per_step"].get<double>(), want, 1e-9 * want) << "batch " << b;
+      EXPECT_NEAR(row["gflops"].get<double>(), want * steps / row["seconds"].get<double>(), 1e-6 * want);
+      EXPECT_GT(row["ratio_to_compute_peak_cpu"].get<double>(), 0.0);
+    }
   }
   EXPECT_EQ(run["decode"][0]["batch"].get<int64_t>(), 1);
   EXPECT_EQ(run["decode"][2]["batch"].get<int64_t>(), 8);

@@ -7,16 +7,26 @@
 // one stream: the speedup ceiling of batch b over batch 1 is b · bytes_per_step(1) / bytes_per_step(b),
 // from this run's own routing (more distinct experts per step → lower ceiling). Each row reports it and the
 // fraction of it achieved, so a target such as "8 streams ≥ 4× one" can be judged on any model.
+// Batched decode also multiplies each weight by b tokens, so each row reports its fraction of the compute
+// peak too: its weight matmuls' flops (2 per weight element per token that uses it, routed experts per
+// routed token) split by weight family, each family over the peak of the instruction its tile runs on
+// (bench_compute.h), against the measured time. Families come from the checkpoint dtypes (BF16/F32 → fp32
+// FMA tiles, F8_E4M3 / packed FP4 → the bf16 dot-product tiles where the CPU has them); attention over the
+// context and the mHC mixes are left out, so at long contexts the fraction understates the work.
 #include "bench_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "bench_util.h"
 #include "io/model_config.h"
+#include "kernels/cpu/isa.h"
 #include "io/safetensors.h"
 #include "model/cost_model.h"
 #include "model/model.h"
@@ -26,10 +36,34 @@ namespace {
 
 // Weight bytes by role: routed experts per (layer, expert); everything else of the backbone once
 // (embedding and hash table: one row per token). MTP is not part of a main-model decode step.
+// Multiply-adds per token by weight family (index: WeightFamily).
+using FamilyMacs = std::array<double, 3>;
+
 struct WeightBytes {
   double dense = 0;
   std::map<std::pair<int64_t, int64_t>, double> expert;  // (layer, expert id) → bytes
+  FamilyMacs dense_macs{};
+  std::map<std::pair<int64_t, int64_t>, FamilyMacs> expert_macs;
 };
+
+// A matmul weight's family and element count (packed FP4: two per byte); nullopt for anything that is
+// not a 2-D linear weight (norms, scales, mHC parameters, tables).
+std::optional<std::pair<WeightFamily, double>> matmul_weight(const TensorInfo& t) {
+  const std::string_view n = t.name;
+  if (t.shape.size() != 2 || n == "embed.weight" || !n.ends_with(".weight")) return std::nullopt;
+  const auto elems = static_cast<double>(t.n_elements);
+  switch (t.dtype) {
+    case DType::kBF16:
+    case DType::kF32:
+      return std::pair{WeightFamily::kBf16, elems};
+    case DType::kF8E4M3:
+      return std::pair{WeightFamily::kFp8, elems};
+    case DType::kI8:
+      return std::pair{WeightFamily::kFp4, 2 * elems};
+    default:
+      return std::nullopt;
+  }
+}
 
 Result<WeightBytes> weight_bytes(const std::filesystem::path& dir) {
   DSV4_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(dir));
@@ -37,13 +71,16 @@ Result<WeightBytes> weight_bytes(const std::filesystem::path& dir) {
   for (const TensorInfo& t : ckpt.tensors()) {
     const double bytes = static_cast<double>(t.data.size());
     if (t.name.rfind("mtp.", 0) == 0) continue;
+    const auto mm = matmul_weight(t);
     const size_t ex = t.name.find(".ffn.experts.");
     if (t.name.rfind("layers.", 0) == 0 && ex != std::string::npos) {
       const int64_t layer = std::stoll(t.name.substr(7, ex - 7));
       const int64_t id = std::stoll(t.name.substr(ex + 13));
       w.expert[{layer, id}] += bytes;
+      if (mm) w.expert_macs[{layer, id}][static_cast<size_t>(mm->first)] += mm->second;
       continue;
     }
+    if (mm) w.dense_macs[static_cast<size_t>(mm->first)] += mm->second;
     const bool row_read = t.name == "embed.weight" || t.name.find("ffn.gate.tid2eid") != std::string::npos;
     w.dense += row_read && !t.shape.empty() ? bytes / static_cast<double>(t.shape[0]) : bytes;
   }
@@ -155,14 +192,22 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
       DSV4_RETURN_IF_ERROR(model->forward(batch, states, &logits));
     }
     const double sec = seconds_since(t0), cpu_sec = process_cpu_seconds() - c0;
-    // Bytes: the dense part once per step plus the union of the batch's experts per layer.
+    // Bytes: the dense part once per step plus the union of the batch's experts per layer. Multiply-adds:
+    // the dense part for every token, each expert for every token routed to it.
     double bytes = 0;
+    FamilyMacs macs{};
     for (int64_t t = 0; t < opt.decode_steps; ++t) {
       bytes += wb.dense;
+      for (size_t f = 0; f < macs.size(); ++f) macs[f] += static_cast<double>(b) * wb.dense_macs[f];
       for (int64_t il = 0; il < cfg.n_layers; ++il) {
         std::set<int32_t> used;
         for (int64_t s = 0; s < b; ++s)
-          for (int32_t e : routes[static_cast<size_t>(s)][static_cast<size_t>(t)][static_cast<size_t>(il)]) used.insert(e);
+          for (int32_t e : routes[static_cast<size_t>(s)][static_cast<size_t>(t)][static_cast<size_t>(il)]) {
+            used.insert(e);
+            auto it = wb.expert_macs.find({il, e});
+            if (it != wb.expert_macs.end())
+              for (size_t f = 0; f < macs.size(); ++f) macs[f] += it->second[f];
+          }
         for (int32_t e : used) {
           auto it = wb.expert.find({il, e});
           if (it != wb.expert.end()) bytes += it->second;
@@ -196,6 +241,27 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
       row["bandwidth_ceiling_over_batch1"] = ceiling;
       row["fraction_of_ceiling"] = speedup / ceiling;
     }
+    // Compute: the time each family's flops need at its instruction's peak, summed, over the measured time.
+    double flops = 0, min_wall = 0, min_cpu = 0;
+    bool have_peaks = opt.peaks != nullptr && opt.model.backend == Backend::kCpu;
+    for (size_t f = 0; f < macs.size() && have_peaks; ++f) {
+      if (macs[f] == 0) continue;
+      const auto insn = gemm_insn(static_cast<WeightFamily>(f), kernels::resolve_isa(opt.model.isa), b, cfg.dim, true);
+      const kernels::ComputePeak* peak = insn ? opt.peaks->get(*insn) : nullptr;
+      if (peak == nullptr) {
+        have_peaks = false;
+        break;
+      }
+      flops += 2 * macs[f];
+      min_wall += 2 * macs[f] / (peak->threads_gflops * 1e9);
+      min_cpu += 2 * macs[f] / (peak->core_gflops * 1e9);
+    }
+    if (have_peaks) {
+      row["weight_gflop_per_step"] = flops / 1e9 / static_cast<double>(opt.decode_steps);
+      row["gflops"] = flops / sec / 1e9;
+      row["ratio_to_compute_peak"] = min_wall / sec;
+      row["ratio_to_compute_peak_cpu"] = min_cpu / cpu_sec;
+    }
     rows.push_back(row);
     if (!opt.quiet)
       std::printf("  %6lld %10.2f %10.2f %12.3f %12.3f %8.2f %8.1f%% %8.2fx %7.2fx %7.1f%%\n", static_cast<long long>(b),
@@ -204,6 +270,10 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     if (!opt.quiet && opt.probe_cpu_gbps > 0)
       std::printf("  %6s %8.2f GB/cpu-s, %.1f%% of the probe's per CPU-second\n", "", gb_per_cpu_s,
                   100.0 * gb_per_cpu_s / opt.probe_cpu_gbps);
+    if (!opt.quiet && have_peaks)
+      std::printf("  %6s %8.1f GFLOP/s of weight matmuls (%.2f GFLOP/step): %.1f%% of the compute peak, %.1f%% per CPU-second\n",
+                  "", flops / sec / 1e9, flops / 1e9 / static_cast<double>(opt.decode_steps), 100.0 * min_wall / sec,
+                  100.0 * min_cpu / cpu_sec);
   }
   j["decode"] = rows;
   return j;

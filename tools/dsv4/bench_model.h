@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench_compute.h"
 #include "core/status.h"
 #include "model/model.h"
 
@@ -21,6 +22,7 @@ struct ModelBenchOptions {
   ModelOptions model;               // backend (cpu by default), threads, ISA
   double probe_gbps = 0;            // the read probe's best, for the ratios
   double probe_cpu_gbps = 0;        // its bytes per CPU-second (ReadProbeResult::best_cpu_gbps)
+  const ComputePeaks* peaks = nullptr;  // the compute probe, for the decode rows' compute fraction
   bool quiet = false;
 };
 

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "bench_attention.h"
+#include "bench_compute.h"
 #include "bench_model.h"
 #include "bench_util.h"
 #include "command.h"
@@ -47,6 +48,12 @@ constexpr const char* kUsage =
     "  b * bytes_step(1) / bytes_step(b) (more distinct experts per step: a lower ceiling), and the fraction.\n"
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
     "  so that both read DRAM, not cache.\n"
+    "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
+    "  the bf16 tiles and fp8/fp4 on non-bf16 activations, vdpbf16ps zmm for fp8/fp4 on bf16-exact\n"
+    "  activations, AMX tdpbf16ps for GEMMs of >= 16 tokens), per core (flops per thread CPU-second) and on\n"
+    "  all --threads (wall). A GEMM or decode row of F flops in t seconds is then at F / t / peak of its\n"
+    "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"
+    "  at bytes / t / probe of the read bandwidth: the row is bound by whichever fraction is nearer 100%.\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
     "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
 
@@ -256,6 +263,10 @@ int cmd_bench(int argc, char** argv) {
                 probe.best_cpu_gbps);
   }
 
+  // 1b. Compute peaks (separate from the read probe above: its own section and JSON key).
+  const bench::ComputePeaks peaks = bench::run_compute_probes(&pool, *min_time, json);
+  report["compute_probe"] = bench::compute_peaks_json(peaks);
+
   if (model_bytes) {
     const double per_token = model_bytes->backbone + model_bytes->routed;
     report["model"] = {{"dir", *args.get("--model")},
@@ -368,12 +379,14 @@ int cmd_bench(int argc, char** argv) {
 
   // 4. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
   if (!json) {
-    std::printf("\nprefill GEMM:\n  %-28s %-24s %6s %10s %9s\n", "tensor", "kernel", "m", "ms/call", "GFLOP/s");
+    std::printf("\nprefill GEMM (one copy, cache-resident; of peak: GFLOP/s over the peak of the tile's instruction):\n"
+                "  %-28s %-24s %6s %10s %9s %8s %9s %-14s %8s\n",
+                "tensor", "kernel", "m", "ms/call", "GFLOP/s", "GB/s", "of probe", "peak insn", "of peak");
   }
   nlohmann::json gemm = nlohmann::json::array();
   for (const Shape& s : {kShapes[0], kShapes[5], kShapes[8]}) {
     const Weights w = make_weights(s, 42);
-    for (int64_t m : {1, 4, 16, 64, 256}) {
+    for (int64_t m : {1, 4, 8, 16, 64, 256}) {
       const std::vector<float> x = make_activations(m, s.n_cols, 9);
       std::vector<float> out(static_cast<size_t>(m * s.n_rows));
       const kernels::MatmulOptions opt{true, used, &pool};
@@ -382,10 +395,25 @@ int cmd_bench(int argc, char** argv) {
       const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
       const std::string kernel = std::string(kernel_family(s.kind)) +
                                  kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols)) + "/m=" + std::to_string(m);
-      gemm.push_back({{"tensor", s.name}, {"kernel", kernel}, {"m", m}, {"ms_per_call", sec * 1e3}, {"gflops", gflops}});
+      const double gbps = static_cast<double>(matrix_bytes(s)) / sec / 1e9;
+      const bench::WeightFamily family = s.kind == Kind::kFp4   ? bench::WeightFamily::kFp4
+                                         : s.kind == Kind::kFp8 ? bench::WeightFamily::kFp8
+                                                                : bench::WeightFamily::kBf16;
+      // make_activations fake-quantizes: bf16-exact, as the model's FP8/FP4 inputs are.
+      const auto insn = bench::gemm_insn(family, used, m, s.n_cols, true);
+      const kernels::ComputePeak* peak = insn ? peaks.get(*insn) : nullptr;
+      nlohmann::json row = {{"tensor", s.name}, {"kernel", kernel},          {"m", m},
+                            {"ms_per_call", sec * 1e3}, {"gflops", gflops}, {"gbps", gbps},
+                            {"ratio_to_probe", gbps / probe.best_gbps}};
+      if (peak != nullptr) {
+        row["peak_insn"] = kernels::compute_insn_name(peak->insn);
+        row["ratio_to_compute_peak"] = gflops / peak->threads_gflops;
+      }
+      gemm.push_back(row);
       if (!json)
-        std::printf("  %-28s %-24s %6lld %10.3f %9.1f\n", s.name, kernel.c_str(), static_cast<long long>(m), sec * 1e3,
-                    gflops);
+        std::printf("  %-28s %-24s %6lld %10.3f %9.1f %8.1f %8.0f%% %-14s %7.0f%%\n", s.name, kernel.c_str(),
+                    static_cast<long long>(m), sec * 1e3, gflops, gbps, 100.0 * gbps / probe.best_gbps,
+                    peak ? kernels::compute_insn_name(peak->insn) : "-", peak ? 100.0 * gflops / peak->threads_gflops : 0.0);
     }
   }
   report["prefill_gemm"] = gemm;
@@ -405,6 +433,7 @@ int cmd_bench(int argc, char** argv) {
     mo.model.backend = backend;
     mo.probe_gbps = probe.best_gbps;
     mo.probe_cpu_gbps = probe.best_cpu_gbps;
+    mo.peaks = &peaks;
     mo.quiet = json;
     auto r = bench::bench_model(*args.get("--model"), mo);
     if (!r.is_ok()) return report_error("bench", r.status());

@@ -1,0 +1,37 @@
+// tools: the compute-probe section of `dsv4 bench` — peak GFLOP/s of each instruction the GEMM tiles are
+// built on (kernels/cpu/compute_probe.h), and which of them a given GEMM runs on, so that the prefill and
+// batched-decode rows can report their fraction of the compute peak next to their bandwidth fraction.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "kernels/cpu/compute_probe.h"
+#include "kernels/cpu/isa.h"
+
+namespace dsv4 {
+class ThreadPool;
+}
+
+namespace dsv4::cli::bench {
+
+struct ComputePeaks {
+  kernels::ComputePeak fp32_fma, bf16_dot, amx_bf16;
+  // The peak of `insn`, or nullptr where the CPU lacks it.
+  const kernels::ComputePeak* get(kernels::ComputeInsn insn) const;
+};
+
+// Runs the three probes (about `seconds` each) on `pool`; prints a table unless `quiet`.
+ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet);
+nlohmann::json compute_peaks_json(const ComputePeaks& p);
+
+enum class WeightFamily { kFp4, kFp8, kBf16 };
+
+// The instruction fp4_gemm / fp8_gemm / bf16_gemm spends its multiplies on for n_tokens activation rows
+// (quant_matmul.cc's dispatch): AMX tdpbf16ps from kAmxMinTokens on (bf16-exact activations), else the
+// AVX-512 tiles — vdpbf16ps for FP8 / FP4 on bf16-exact activations where the CPU has AVX512_BF16, fp32
+// FMA otherwise and for BF16 weights. nullopt below AVX-512 (no probe for ymm).
+std::optional<kernels::ComputeInsn> gemm_insn(WeightFamily family, kernels::Isa resolved_isa, int64_t n_tokens,
+                                              int64_t n_cols, bool x_bf16_exact);
+
+}  // namespace dsv4::cli::bench

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/quant.h"
+#include "kernels/cpu/compute_probe.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/quant_matmul.h"
 
@@ -35,6 +36,43 @@ std::vector<float> activations(int64_t m, int64_t k) {
   dsv4::fake_quant_fp8(x, 128);
   return x;
 }
+
+// The compute probe's loop for one instruction (kernels/cpu/compute_probe.h): the core's peak GFLOP/s in
+// the same process and CPU-time measure as the GEMM cases below, so a case's fraction of the peak can be
+// read off one run (the machine's load moves both alike).
+void compute_case(benchmark::State& state, dsv4::kernels::ComputeInsn insn) {
+  constexpr int64_t kIters = 4096;
+  for (auto _ : state) {
+    uint64_t h = 0;
+#if defined(__x86_64__)
+    switch (insn) {
+      case dsv4::kernels::ComputeInsn::kFp32Fma:
+        h = dsv4::kernels::detail::compute_loop_fp32_fma(kIters);
+        break;
+      case dsv4::kernels::ComputeInsn::kBf16Dot:
+        h = dsv4::kernels::detail::compute_loop_bf16_dot(kIters);
+        break;
+      case dsv4::kernels::ComputeInsn::kAmxBf16:
+        h = dsv4::kernels::detail::compute_loop_amx_bf16(kIters);
+        break;
+    }
+#endif
+    benchmark::DoNotOptimize(h);
+  }
+  const double flops = static_cast<double>(kIters * dsv4::kernels::detail::compute_loop_insns(insn) *
+                                           dsv4::kernels::compute_insn_flops(insn));
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()) / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+const int kRegisteredProbes = [] {
+  for (auto insn : {dsv4::kernels::ComputeInsn::kFp32Fma, dsv4::kernels::ComputeInsn::kBf16Dot,
+                    dsv4::kernels::ComputeInsn::kAmxBf16})
+    if (dsv4::kernels::compute_insn_supported(insn))
+      benchmark::RegisterBenchmark((std::string("compute_probe/") + dsv4::kernels::compute_insn_name(insn)).c_str(),
+                                   [=](benchmark::State& s) { compute_case(s, insn); });
+  return 0;
+}();
 
 void fp4_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m) {
   const auto packed = random_bytes(static_cast<size_t>(n * k / 2), 1, 0xFF);
@@ -92,7 +130,7 @@ const int kRegistered = [] {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     const std::string tag = dsv4::kernels::isa_name(isa);
-    for (int64_t m : {1, 4, 16, 64, 256}) {
+    for (int64_t m : {1, 2, 4, 8, 16, 64, 256}) {
       if (isa == Isa::kScalar && m > 1) continue;
       const std::string mm = "/m=" + std::to_string(m);
       benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/512x4096").c_str(),

@@ -242,7 +242,7 @@ TEST(KernelQuantMatmul, Bf16GridOfShapesAgainstDoubleOracle) {
   std::mt19937 rng(4321);
   ThreadPool pool(3);
   int cases = 0;
-  for (int64_t n : {1, 3, 17, 128, 129}) {
+  for (int64_t n : {1, 3, 6, 17, 128, 129}) {
     for (int64_t k : {1, 7, 16, 17, 128, 130, 256, 656}) {
       for (int64_t m : {1, 4, 5, 16, 33}) {
         const size_t off = static_cast<size_t>(cases % 3);
@@ -361,6 +361,54 @@ TEST(KernelQuantMatmul, Fp8Bf16TileEveryWidthAgainstOracle) {
               ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
             } else {
               ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float))) << at;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every ISA's BF16 tile called directly at every shape (1..4 rows × 1..8 tokens, the rows at every position
+// of the tile): within the oracle's bound, and each (row, token) sum bit-identical whatever the tile's
+// shape and the row's place in it (batch invariance at its source), across full and masked K steps.
+TEST(KernelQuantMatmul, Bf16TileEveryShapeAgainstOracle) {
+  std::mt19937 rng(77);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    const detail::Bf16TileFn tile = detail::bf16_tile_for(resolve_isa(isa));
+    for (int64_t k : {1, 15, 16, 17, 33, 256, 300}) {
+      constexpr int kRows = detail::kBf16TileRows;
+      Bf16Case c = make_bf16(rng, kRows, k, 0);
+      const std::vector<float> x = make_x(rng, 8, k, 0);
+      const Oracle o = oracle(kRows, k, 8, x.data(), [&](int64_t r, int64_t i) { return bf16_to_float(c.w.data[r * k + i]); });
+      float ref[kRows][8];
+      for (int rows = kRows; rows >= 1; --rows) {
+        for (int first = 0; first + rows <= kRows; ++first) {  // the tile holds weight rows [first, first + rows)
+          for (int tokens = 8; tokens >= 1; --tokens) {
+            detail::Bf16Tile t;
+            for (int r = 0; r < rows; ++r) t.w[r] = c.w.data + (first + r) * k;
+            t.n_rows = rows;
+            t.x = x.data();
+            t.ldx = k;
+            t.n_tokens = tokens;
+            t.k = k;
+            tile(t);
+            for (int r = 0; r < rows; ++r) {
+              for (int j = 0; j < tokens; ++j) {
+                const int row = first + r;
+                const std::string at = std::string(isa_name(isa)) + " k=" + std::to_string(k) + " tile " +
+                                       std::to_string(rows) + "x" + std::to_string(tokens) + " row " + std::to_string(row) +
+                                       " token " + std::to_string(j);
+                if (rows == kRows && tokens == 8) {
+                  ref[row][j] = t.sums[r][j];
+                  const size_t i = static_cast<size_t>(j * kRows + row);
+                  const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+                  ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
+                } else {
+                  ASSERT_EQ(0, std::memcmp(&ref[row][j], &t.sums[r][j], sizeof(float))) << at;
+                }
+              }
             }
           }
         }

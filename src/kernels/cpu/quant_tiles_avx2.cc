@@ -180,7 +180,17 @@ void fp8_tile_4(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
 void fp4_tile_4(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
 }  // namespace
 
-void bf16_tile_avx2(Bf16Tile& t) { in_passes_of_4(t, bf16_tile_4); }
+// A Bf16Tile carries up to kBf16TileRows rows (the AVX-512 tile's width); this one runs them in pairs.
+void bf16_tile_avx2(Bf16Tile& t) {
+  for (int r0 = 0; r0 < t.n_rows; r0 += 2) {
+    Bf16Tile u = t;
+    u.n_rows = t.n_rows - r0 < 2 ? t.n_rows - r0 : 2;
+    for (int r = 0; r < u.n_rows; ++r) u.w[r] = t.w[r0 + r];
+    in_passes_of_4(u, bf16_tile_4);
+    for (int r = 0; r < u.n_rows; ++r)
+      for (int j = 0; j < t.n_tokens; ++j) t.sums[r0 + r][j] = u.sums[r][j];
+  }
+}
 void fp8_tile_avx2(Fp8Tile& t) { in_passes_of_4(t, fp8_tile_4); }
 void fp4_tile_avx2(Fp4Tile& t) { in_passes_of_4(t, fp4_tile_4); }
 

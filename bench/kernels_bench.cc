@@ -125,6 +125,34 @@ void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
                          benchmark::Counter::kIsRate);
 }
 
+// DRAM-streamed FP4: each call reads the next of kStreamMats 34 MiB matrices (680 MiB in all, beyond the
+// 480 MiB L3 this project's machines have), so the figure is what one core's decode sustains from memory.
+// The matrices are built on first use only.
+constexpr int kStreamMats = 20;
+constexpr int64_t kStreamRows = 8192, kStreamCols = 4096 * 2;
+
+void fp4_stream_case(benchmark::State& state, Isa isa, int64_t m) {
+  static const std::vector<uint8_t> packed = random_bytes(static_cast<size_t>(kStreamMats * kStreamRows * kStreamCols / 2), 7, 0xFF);
+  static const std::vector<uint8_t> scales = [] {
+    auto s = random_bytes(static_cast<size_t>(kStreamMats * kStreamRows * kStreamCols / 32), 8, 0x07);
+    for (auto& b : s) b = static_cast<uint8_t>(b + 120);
+    return s;
+  }();
+  const auto x = activations(m, kStreamCols);
+  std::vector<float> out(static_cast<size_t>(m * kStreamRows));
+  int i = 0;
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    const dsv4::kernels::Fp4Matrix w{packed.data() + i * kStreamRows * kStreamCols / 2,
+                                     scales.data() + i * kStreamRows * kStreamCols / 32, kStreamRows, kStreamCols};
+    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
+    benchmark::DoNotOptimize(out.data());
+    bytes += dsv4::kernels::fp4_weight_bytes(w);
+    i = (i + 1) % kStreamMats;
+  }
+  state.SetBytesProcessed(bytes);
+}
+
 // 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
 const int kRegistered = [] {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
@@ -140,6 +168,14 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/256x4096").c_str(),
                                    [=](benchmark::State& s) { fp8_case(s, isa, 256, 4096, m); });
     }
+  }
+  for (Isa isa : {Isa::kAvx512}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    for (int64_t m : {1, 2, 8})
+      benchmark::RegisterBenchmark(("fp4_gemm_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
+                                    std::to_string(m) + "/8192x8192")
+                                       .c_str(),
+                                   [=](benchmark::State& s) { fp4_stream_case(s, isa, m); });
   }
   return 0;
 }();

@@ -215,7 +215,7 @@ TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
   }
 }
 
-// Activations exact in bf16 at every K take the AVX512-BF16 FP4 tile where the CPU has it (the grid above
+// Activations exact in bf16 at every K take the AVX-512 nibble-plane FP4 tile (the grid above
 // gives it only K % 128 == 0, whose activations are fake-quantized): block counts that are not a
 // multiple of its 4-block step, against the same oracle and the same invariances.
 TEST(KernelQuantMatmul, Fp4Bf16ExactActivationsAtEveryBlockCount) {
@@ -260,7 +260,7 @@ TEST(KernelQuantMatmul, Bf16GridOfShapesAgainstDoubleOracle) {
 
 // Every batch size from 5 to 17: one 8-token tile plus each tail width, two 8-token tiles plus each tail,
 // on row counts that leave a one-row tile and K with a partial block, for every weight format (FP4 with
-// raw activations and with bf16-exact ones, which take the AVX512-BF16 tile where the CPU has it).
+// raw activations and with bf16-exact ones, which take the AVX-512 nibble-plane tile).
 TEST(KernelQuantMatmul, BatchesOf5To17AgainstOracleAndSingleTokens) {
   std::mt19937 rng(58);
   ThreadPool pool(3);
@@ -408,6 +408,69 @@ TEST(KernelQuantMatmul, Bf16TileEveryShapeAgainstOracle) {
                 } else {
                   ASSERT_EQ(0, std::memcmp(&ref[row][j], &t.sums[r][j], sizeof(float))) << at;
                 }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 nibble-plane FP4 tile called directly at every shape (1..2 rows × 1..8 tokens, including
+// the two-pass 5..8 tokens): within the oracle's bound, each (row, token) sum bit-identical whatever the
+// tile's shape, at K with partial 128-chunks and past the 16-block scale groups, with the extreme scale
+// codes 0 (2^-127) and 254; a 255 (NaN) scale makes its row NaN and leaves the other row alone.
+TEST(KernelQuantMatmul, Fp4PlanesTileEveryWidthAgainstOracle) {
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for(resolve_isa(Isa::kAvx512), /*x_bf16_exact=*/true);
+  if (kern.layout != detail::Fp4XLayout::kNibblePlanes) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(37);
+  for (int64_t k : {32, 96, 128, 160, 512, 544, 1056}) {
+    for (int extreme = 0; extreme < 3; ++extreme) {
+      Fp4Case c = make_fp4(rng, 2, k, 0);
+      const int64_t nb = k / 32;
+      if (extreme == 1) c.scales[static_cast<size_t>(nb - 1)] = 0;         // row 0's last block: 2^-127
+      if (extreme == 2) c.scales[static_cast<size_t>(nb + nb / 2)] = 255;  // row 1: NaN
+      std::vector<float> x = make_x(rng, 8, k, 0);
+      // Large activations on the 2^-127 block make its products count (their unscaled sum stays finite).
+      if (extreme == 1)
+        for (int64_t t = 0; t < 8; ++t)
+          for (int64_t i = k - 32; i < k; ++i) x[static_cast<size_t>(t * k + i)] = std::ldexp(1.5f, 112 + static_cast<int>(i % 7));
+      for (float& v : x) v = round_bf16(v);
+      const int64_t ldx = detail::fp4_x_stride(kern.layout, k);
+      std::vector<float> xp(static_cast<size_t>(8 * ldx));
+      detail::fp4_prepare_x(kern.layout, x.data(), 8, k, xp.data());
+      const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); });
+      float ref[2][8];
+      for (int rows = 2; rows >= 1; --rows) {
+        for (int tokens = 8; tokens >= 1; --tokens) {
+          detail::Fp4Tile t;
+          for (int r = 0; r < 2; ++r) {
+            t.w[r] = c.w.packed + r * (k / 2);
+            t.s[r] = c.w.scales + r * nb;
+          }
+          t.n_rows = rows;
+          t.x = xp.data();
+          t.ldx = ldx;
+          t.n_tokens = tokens;
+          t.k = k;
+          kern.tile(t);
+          for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < tokens; ++j) {
+              const std::string at = "k=" + std::to_string(k) + " extreme " + std::to_string(extreme) + " tile " +
+                                     std::to_string(rows) + "x" + std::to_string(tokens) + " row " + std::to_string(r) +
+                                     " token " + std::to_string(j);
+              if (rows == 2 && tokens == 8) {
+                ref[r][j] = t.sums[r][j];
+                const size_t i = static_cast<size_t>(j * 2 + r);
+                if (extreme == 2 && r == 1) {
+                  ASSERT_TRUE(std::isnan(t.sums[r][j])) << at;
+                } else {
+                  const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+                  ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at << " got " << t.sums[r][j];
+                }
+              } else {
+                ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float))) << at;
               }
             }
           }

@@ -77,7 +77,7 @@ float swiglu_clamped(float g, float u, float route_weight, float limit) {
 }
 
 int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {
-  // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles; bf16 planes pad to 128).
+  // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles; nibble planes pad to 128).
   return n_tokens * std::max(3 * n_inter, n_inter + (d_model + 127) / 128 * 128);
 }
 

@@ -81,8 +81,8 @@ void fp8_tile_avx2(Fp8Tile& t);
 void fp4_tile_avx2(Fp4Tile& t);
 void fp8_tile_avx512(Fp8Tile& t);
 void fp4_tile_avx512(Fp4Tile& t);
-// FP4 on bf16 dot products (quant_tiles_avx512bf16.cc): only for activations exact in bf16.
-void fp4_tile_avx512bf16(Fp4Tile& t);
+// FP4 on fp32 FMAs over nibble planes (quant_tiles_fp4_avx512.cc); x in Fp4XLayout::kNibblePlanes.
+void fp4_tile_avx512_planes(Fp4Tile& t);
 // FP8 on bf16 dot products (quant_tiles_fp8_avx512bf16.cc): Fp8Tile::x holds bf16 activations prepared by
 // fp8_prepare_x_bf16 (ldx = fp8_bf16_x_stride(k)), which must be exact in bf16.
 void fp8_tile_avx512bf16(Fp8Tile& t);
@@ -102,16 +102,16 @@ void fp8_prepare_x_bf16(const float* x, int64_t n_tokens, int64_t k, float* out)
 enum class Fp4XLayout {
   kNatural,     // floats in natural order (the scalar tile)
   kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (AVX2 / AVX-512 fp32 tiles)
-  kBf16Planes,  // bf16 words (two per float slot): per 128-element chunk c, element 128c + 4j + p at word
-                // 128c + 32p + j (p < 4, j < 32), the row zero-padded to a multiple of 128 (AVX512-BF16 tile)
+  kNibblePlanes,  // floats: per 128-element chunk c, element 128c + 8i + q at float 128c + 16q + i (q < 8,
+                  // i < 16), the row zero-padded to a multiple of 128 (the AVX-512 nibble-plane tile)
 };
 struct Fp4Kernel {
   Fp4TileFn tile;
   Fp4XLayout layout;
 };
 // x_bf16_exact: every activation of the call is exact in bf16 (bf16_exact below; fake-quantized ones
-// always are). With AVX512_BF16 that selects the bf16 dot-product tile, whose results differ from the
-// fp32 tile's in summation order only; each is batch- and thread-count invariant.
+// always are). On AVX-512 that selects the nibble-plane tile, whose results differ from the block-order
+// tile's in summation order only; each is batch- and thread-count invariant.
 Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact);
 // Floats one prepared row of k activations occupies (the tile's ldx).
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k);

@@ -128,7 +128,7 @@ Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
 #if defined(__x86_64__)
     case Isa::kAmx:
     case Isa::kAvx512:
-      if (x_bf16_exact && has_avx512_bf16()) return {fp4_tile_avx512bf16, Fp4XLayout::kBf16Planes};
+      if (x_bf16_exact) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
       return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
       return {fp4_tile_avx2, Fp4XLayout::kBlockOrder};
@@ -151,7 +151,7 @@ bool bf16_exact(const float* x, int64_t n) {
 }
 
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
-  return layout == Fp4XLayout::kBf16Planes ? (k + 127) / 128 * 64 : k;
+  return layout == Fp4XLayout::kNibblePlanes ? (k + 127) / 128 * 128 : k;
 }
 
 void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out) {
@@ -171,19 +171,19 @@ void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t 
           }
         }
         break;
-      case Fp4XLayout::kBf16Planes: {
-        // The caller guarantees bf16-exact floats, so a value's bf16 is its high half.
-        auto* w = reinterpret_cast<uint16_t*>(o);
-        const int64_t padded = 2 * stride;
-        for (int64_t e = 0; e < padded; ++e) {
-          const int64_t c = e / 128, p = (e % 128) / 32, j = e % 32;
-          const int64_t src = 128 * c + 4 * j + p;
-          uint32_t bits = 0;
-          if (src < k) std::memcpy(&bits, xr + src, sizeof bits);
-          w[e] = static_cast<uint16_t>(bits >> 16);
+      case Fp4XLayout::kNibblePlanes:
+        // Chunk c's plane q, lane i ← element 128c + 8i + q; past k (a partial last chunk) zeros.
+        for (int64_t c = 0; c < stride; c += 128) {
+          float* oc = o + c;
+          if (c + 128 <= k) {
+            for (int i = 0; i < 16; ++i)
+              for (int q = 0; q < 8; ++q) oc[16 * q + i] = xr[c + 8 * i + q];
+          } else {
+            for (int i = 0; i < 16; ++i)
+              for (int q = 0; q < 8; ++q) oc[16 * q + i] = c + 8 * i + q < k ? xr[c + 8 * i + q] : 0.0f;
+          }
         }
         break;
-      }
     }
   }
 }

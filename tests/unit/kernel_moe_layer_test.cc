@@ -30,7 +30,8 @@ struct Store {
 };
 
 TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
-  constexpr int64_t kD = 256, kInter = 128, kExperts = 5, kTopK = 3, kTokens = 6;
+  // 11 tokens: the shared expert and expert 0 (9 tokens) take a second, partial 8-token tile.
+  constexpr int64_t kD = 256, kInter = 128, kExperts = 5, kTopK = 3, kTokens = 11;
   constexpr float kLimit = 10.0f;
   std::mt19937 rng(3);
   Store st;
@@ -49,7 +50,8 @@ TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
   std::vector<float> x(kTokens * kD);
   for (auto& v : x) v = round_bf16(nd(rng));
   // Token 2 lists expert 4 twice (a hash-layer table may); token 5 uses the same experts as token 0.
-  const std::vector<int32_t> ids = {1, 3, 0, 4, 2, 1, 4, 0, 4, 2, 3, 1, 0, 2, 4, 3, 1, 0};
+  const std::vector<int32_t> ids = {1, 3, 0, 4, 2, 1, 4, 0, 4, 2, 3, 1, 0, 2, 4, 3, 1, 0,
+                                    0, 1, 2, 0, 3, 4, 0, 2, 1, 0, 4, 3, 0, 1, 3};
   std::vector<float> rw(ids.size());
   for (size_t i = 0; i < rw.size(); ++i) rw[i] = 0.1f + 0.05f * static_cast<float>(i);
 

@@ -22,6 +22,7 @@ struct MoeLayerWeights {
 // Grow-only buffers reused across calls (allocation only when a larger batch than before arrives).
 struct MoeLayerScratch {
   std::vector<float> xq, xperm, h, hperm;
+  std::vector<float> xq_bf16, h_bf16;  // the shared expert's activations as bf16 words (bf16 FP8 tile)
   std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, assign_token, row_offset;
   std::vector<float> assign_weight;
 };

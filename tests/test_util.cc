@@ -1,15 +1,20 @@
 // tests: shared helpers.
 #include "test_util.h"
 
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace dsv4::test {
 
@@ -37,15 +42,59 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-CommandResult run_command(const std::string& command_line) {
+CommandResult run_command(const std::string& command_line, std::chrono::milliseconds limit) {
   CommandResult r;
-  const std::string cmd = command_line + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    r.output = "run_command: pipe() failed";
+    return r;
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    r.output = "run_command: fork() failed";
+    return r;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);  // its own process group: a timeout kills the shell and whatever it started
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execl("/bin/sh", "sh", "-c", command_line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from this side, so the group exists before any kill below
+  ::close(fds[1]);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  auto ms_left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  };
+  // Output until EOF (every writer closed it) or the deadline.
   std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(pipe);
+  for (long long left = ms_left(); left > 0; left = ms_left()) {
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(fds[0], buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    r.output.append(buf.data(), static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (ms_left() <= 0) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      r.output += "\n[run_command: killed after " + std::to_string(limit.count()) + " ms: " + command_line + "]\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }

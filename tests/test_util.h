@@ -1,6 +1,7 @@
 // tests: helpers shared by every suite — paths to ../shared and the CLI, temp dirs, running commands.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -25,11 +26,16 @@ class TempDir {
 };
 
 struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr interleaved
+  int exit_code = -1;      // 128 + signal if it was killed
+  bool timed_out = false;  // it ran past its limit and was killed (output says so)
+  std::string output;      // stdout and stderr interleaved
 };
-// Runs a shell command line, capturing its output.
-CommandResult run_command(const std::string& command_line);
+// Runs a shell command line, capturing its output. A command (and every process it started) still
+// running after `limit` is killed, so a child that hangs — a client waiting for a server, a server
+// waiting for a client — fails its test with the output so far instead of stalling the suite. The
+// default only turns a hang into a message; pass a tighter one where a hang is a known failure mode.
+CommandResult run_command(const std::string& command_line,
+                          std::chrono::milliseconds limit = std::chrono::minutes(15));
 
 std::string read_text_file(const std::filesystem::path& p);
 void write_text_file(const std::filesystem::path& p, const std::string& text);

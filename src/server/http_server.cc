@@ -413,7 +413,22 @@ Status HttpServer::bind() {
   return Status::ok();
 }
 
-void HttpServer::run() { impl_->svr.listen_after_bind(); }
+void HttpServer::run() {
+  in_run_ = true;
+  if (!stop_requested_) impl_->svr.listen_after_bind();
+  in_run_ = false;
+}
+
+// cpp-httplib's Server::stop() acts only once listen has marked the server running: a stop() that lands
+// between start_background() and that moment is lost, and the listener then blocks in accept() forever
+// (a test that fails right after starting its server hung in ~HttpServer this way). So: flag the stop
+// first (a run() that has not yet begun returns at once), then wait until a run() already under way is
+// really listening, then close the socket. Both flags are seq_cst, so one side always sees the other.
+void HttpServer::stop_listener() {
+  stop_requested_ = true;
+  while (in_run_ && !impl_->svr.is_running()) std::this_thread::yield();
+  if (!listener_stopped_.exchange(true)) impl_->svr.stop();
+}
 
 Status HttpServer::start_background() {
   DSV4_RETURN_IF_ERROR(bind());
@@ -435,14 +450,15 @@ void HttpServer::shutdown(std::chrono::milliseconds drain_timeout) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  impl_->svr.stop();
+  stop_listener();
 }
 
+// Joining the listener also joins cpp-httplib's connection workers, each bounded: a waiting generation
+// sees force_stop_ within one poll interval, an idle keep-alive connection closes after the keep-alive
+// timeout, a half-sent request after the read timeout (both set in the constructor).
 HttpServer::~HttpServer() {
-  if (impl_->svr.is_running() || background_.joinable()) {
-    force_stop_ = true;
-    impl_->svr.stop();
-  }
+  force_stop_ = true;
+  stop_listener();
   if (background_.joinable()) background_.join();
 }
 

@@ -50,7 +50,7 @@ class HttpServer {
   // Binds the listening socket; afterwards port() is the real port (for port 0).
   Status bind();
   int port() const { return bound_port_; }
-  // Serves until shutdown() (blocks the calling thread).
+  // Serves until shutdown() (blocks the calling thread). Returns at once if shutdown() came first.
   void run();
   // bind() + run() on a background thread (tests).
   Status start_background();
@@ -65,6 +65,8 @@ class HttpServer {
  private:
   // Context check, admission, then the streaming or the blocking answer.
   void serve_generation(const httplib::Request& req, httplib::Response& res, GenerationPlan plan);
+  // Closes the listening socket so run() returns, whenever it is called relative to run() (once).
+  void stop_listener();
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -75,6 +77,9 @@ class HttpServer {
   std::atomic<bool> draining_{false};
   std::atomic<bool> force_stop_{false};
   std::atomic<int64_t> inflight_{0};
+  std::atomic<bool> stop_requested_{false};  // stop_listener() was called
+  std::atomic<bool> in_run_{false};          // run() is between its entry and its return
+  std::atomic<bool> listener_stopped_{false};
   int bound_port_ = -1;
   std::thread background_;
 };

@@ -42,7 +42,9 @@ void run_e2e(TestServer& ts, const std::string& flags) {
       << "tests/js/node_modules is missing: run scripts/install-deps.sh";
   const std::string cmd = "node " + (js_dir / "openai_e2e.js").string() + " http://127.0.0.1:" +
                           std::to_string(ts.server->port()) + "/v1 dsv4-test sk-e2e-key" + flags;
-  auto r = dsv4::test::run_command(cmd);
+  // Bounded: a client that cannot connect or stalls fails here, with its output, instead of hanging.
+  auto r = dsv4::test::run_command(cmd, 300s);
+  ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
   std::printf("%s", r.output.c_str());

@@ -322,7 +322,9 @@ TEST_F(RealModelServe, OfficialOpenAiClient) {
       << "tests/js/node_modules is missing: run scripts/install-deps.sh";
   const int64_t baseline = pool_used();
   auto r = dsv4::test::run_command("node " + (js_dir / "openai_real_model_e2e.js").string() + " http://127.0.0.1:" +
-                                   std::to_string(port_) + "/v1 " + kModel + " " + kKey);
+                                   std::to_string(port_) + "/v1 " + kModel + " " + kKey,
+                                   600s);  // bounded: a stalled client fails with its output instead of hanging
+  ASSERT_FALSE(r.timed_out) << r.output;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
   std::printf("%s", r.output.c_str());

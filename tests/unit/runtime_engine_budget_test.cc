@@ -146,5 +146,72 @@ TEST(RuntimeEngineBudget, ARequestThatCannotFitAloneFailsInsteadOfSpinning) {
   EXPECT_EQ(got.tokens[1], alone(fo, options(0), {reqs[1]})[0]);
 }
 
+// Runs one request on `core` to its end; its tokens.
+std::vector<int32_t> run_alone_on(EngineCore& core, RequestId id, const GenerationRequest& r) {
+  std::vector<int32_t> tokens;
+  EXPECT_TRUE(core.add(id, r, [&tokens](const GenerationUpdate& u) {
+                    for (const auto& e : u.tokens) tokens.push_back(e.token);
+                  }).is_ok());
+  for (int64_t steps = 0; core.has_work() && steps < 10000; ++steps) EXPECT_TRUE(core.step().is_ok());
+  EXPECT_FALSE(core.has_work()) << "no progress";
+  return tokens;
+}
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationRequest r;
+  r.prompt_ids = std::move(prompt);
+  r.sampling.temperature = 0.0f;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  return r;
+}
+
+// The cached sequences hold the whole budget when a request extending one of them arrives; its copy of
+// the shared prefix needs bytes of its own. The hit must evict the least recently used other cached
+// sequence to make room, not fall back to a cold prefill (the engine fix of ba80462). Oracles: the
+// prefix-hit counters (a miss leaves them unchanged), the fake's refused copies (the budget did bind),
+// and the request's tokens from a cold run without a budget.
+TEST(RuntimeEngineBudget, PrefixHitEvictsOtherCachedSequencesToMakeRoomForItsCopy) {
+  FakeModelOptions fo;
+  FakeModelRunner runner(fo);
+  EngineCoreOptions o = options(0);
+  o.prefix_cache_entries = 4;
+  EngineCore core(&runner, nullptr, o);
+
+  std::vector<int32_t> shared(40);
+  for (int32_t i = 0; i < 40; ++i) shared[static_cast<size_t>(i)] = 2 + (i * 7) % (fo.vocab_size - 2);
+  const std::vector<int32_t> first_out = run_alone_on(core, 1, greedy(shared, 3));
+  ASSERT_EQ(first_out.size(), 3u);
+  for (int c = 0; c < 3; ++c) {  // three more cached sequences, sharing nothing with `shared`
+    std::vector<int32_t> other(30);
+    for (int32_t i = 0; i < 30; ++i) other[static_cast<size_t>(i)] = 2 + (c * 13 + i * 5 + 1) % (fo.vocab_size - 2);
+    other[0] = shared[0] + 1;
+    run_alone_on(core, 2 + c, greedy(other, 3));
+  }
+  ASSERT_EQ(core.prefix_cache_size(), 4);
+
+  // The extension: `shared`, then a token other than the one the first request generated there, so the
+  // hit is exactly the 40 shared tokens.
+  std::vector<int32_t> extended = shared;
+  extended.push_back(2 + (first_out[0] - 2 + 1) % (fo.vocab_size - 2));
+  for (int32_t i = 0; i < 11; ++i) extended.push_back(2 + (i * 3) % (fo.vocab_size - 2));
+
+  // Room for everything cached, the new sequence's fixed state and all but one token of its copy.
+  const int64_t per_token = runner.info().footprint.per_token();
+  ASSERT_TRUE(runner.set_state_budget(runner.state_bytes() + runner.info().footprint.per_seq() + 40 * per_token - 1)
+                  .is_ok());
+  const CoreStats before = core.stats();
+  const std::vector<int32_t> got = run_alone_on(core, 9, greedy(extended, 6));
+
+  EXPECT_GT(runner.refused_copies(), 0) << "the budget did not bind the copy: the test proves nothing";
+  EXPECT_EQ(core.stats().prefix_hits - before.prefix_hits, 1) << "the hit fell back to a cold prefill";
+  EXPECT_EQ(core.stats().prefix_hit_tokens - before.prefix_hit_tokens, 40);
+  FakeModelRunner cold_runner(fo);
+  EngineCore cold(&cold_runner, nullptr, options(0));
+  EXPECT_EQ(got, run_alone_on(cold, 1, greedy(extended, 6)));
+  core.clear_prefix_cache();
+  EXPECT_EQ(runner.state_bytes(), 0);
+}
+
 }  // namespace
 }  // namespace dsv4

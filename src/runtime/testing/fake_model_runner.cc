@@ -203,6 +203,10 @@ Status FakeModelRunner::copy_prefix(SeqSlot dst, SeqSlot src, int32_t len) {
   if (d.core.len != 0 || len < 0 || len > s.core.len) {
     return invalid_argument("fake_runner.bad_copy", "copy_prefix needs an empty dst and len <= length(src)");
   }
+  if (budget_bytes_ > 0 && state_bytes() + info_.footprint.per_token() * len > budget_bytes_) {
+    ++refused_copies_;
+    return resource_exhausted("fake_runner.budget", "the copy would grow the state past the budget");
+  }
   if (s.core.len - len <= opt_.max_rollback) {
     d = s;
     d.draft_valid = false;

@@ -39,7 +39,8 @@ class FakeModelRunner : public ModelRunner {
 
   const RunnerInfo& info() const override { return info_; }
   // The fake's memory is its footprint: per_seq() + per_token() x length for each live sequence. With a
-  // budget, a forward that would grow it past the budget fails with kResourceExhausted, changing nothing.
+  // budget, a forward or a copy_prefix that would grow it past the budget fails with kResourceExhausted,
+  // changing nothing (a copy holds its own rows, as the real runner's replayed copy holds its own pages).
   Status set_state_budget(int64_t bytes) override;
   int64_t state_bytes() const;
   Result<SeqSlot> create_sequence() override;
@@ -56,6 +57,7 @@ class FakeModelRunner : public ModelRunner {
   int64_t replayed_tokens() const { return replayed_tokens_; }
   int32_t live_sequences() const { return live_; }
   int64_t refused_forwards() const { return refused_forwards_; }
+  int64_t refused_copies() const { return refused_copies_; }
 
  private:
   // The state one position summary reads; the MTP draft scratch is a copy of it.
@@ -93,6 +95,7 @@ class FakeModelRunner : public ModelRunner {
   int64_t replayed_tokens_ = 0;
   int64_t budget_bytes_ = 0;  // 0 = unlimited
   int64_t refused_forwards_ = 0;
+  int64_t refused_copies_ = 0;
 };
 
 }  // namespace dsv4::testing

@@ -31,6 +31,15 @@ float* x_scratch(int64_t n) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
 }
 
+// x [n_tokens, k] itself when 64-byte aligned or a single token, else an aligned copy: the fp32 tiles load
+// every activation vector once per tile of rows, so with several tokens split loads add up.
+const float* aligned_x(const float* x, int64_t n_tokens, int64_t k) {
+  if (n_tokens <= 1 || reinterpret_cast<uintptr_t>(x) % 64 == 0) return x;
+  float* xa = x_scratch(n_tokens * k);
+  std::copy(x, x + n_tokens * k, xa);
+  return xa;
+}
+
 #if defined(__x86_64__)
 // AMX path for prefill-sized batches: packs x to bf16 tiles (refusing activations bf16 cannot hold
 // exactly) and splits 16-row blocks across the pool. Returns false when the caller must use the tiles.
@@ -134,8 +143,8 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, xp, ldx, out, opt, w.n_cols, bf16_tile, set_row);
     return;
   }
-  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, x, w.n_cols, out, opt, w.n_cols, detail::fp8_tile_for(isa),
-                            set_row);
+  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt,
+                            w.n_cols, detail::fp8_tile_for(isa), set_row);
 }
 
 int64_t bf16_weight_bytes(const Bf16Matrix& w) { return 2 * w.n_rows * w.n_cols; }
@@ -153,14 +162,7 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
           opt))
     return;
 #endif
-  // Several tokens: each activation vector is loaded once per row pair, so copy them to aligned rows.
-  const float* xs = x;
-  if (n_tokens > 1 && reinterpret_cast<uintptr_t>(x) % 64 != 0) {
-    float* xa = x_scratch(n_tokens * w.n_cols);
-    std::copy(x, x + n_tokens * w.n_cols, xa);
-    xs = xa;
-  }
-  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, xs, w.n_cols, out, opt, 2 * w.n_cols, detail::bf16_tile_for(isa),
+  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt, 2 * w.n_cols, detail::bf16_tile_for(isa),
                              [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; });
 }
 

@@ -48,7 +48,8 @@ void fp8_tile(Fp8Tile& t) {
         for (int r = 0; r < R; ++r) w[r] = e4m3x16_div256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.w[r] + k)));
         #pragma GCC unroll 8
         for (int j = 0; j < T; ++j) {
-          const __m512 xv = _mm512_loadu_ps(t.x + j * t.ldx + k);
+          __m512 xv = _mm512_loadu_ps(t.x + j * t.ldx + k);
+          asm("" : "+v"(xv));  // one load per token, not one folded into each row's FMA (see bf16_step)
           #pragma GCC unroll 2
           for (int r = 0; r < R; ++r) part[r][j] = _mm512_fmadd_ps(w[r], xv, part[r][j]);
         }

@@ -45,8 +45,11 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   EXPECT_EQ(cp["fma_f32_zmm"]["flops_per_insn"].get<int64_t>(), 32);
   EXPECT_EQ(cp["vdpbf16ps_zmm"]["flops_per_insn"].get<int64_t>(), 64);
   EXPECT_EQ(cp["tdpbf16ps"]["flops_per_insn"].get<int64_t>(), 16384);
-  for (const auto& [name, e] : cp.items())
-    if (e["supported"].get<bool>()) EXPECT_GT(e["core_gflops"].get<double>(), 0.0) << name;
+  for (const auto& [name, e] : cp.items()) {
+    if (e["supported"].get<bool>()) {
+      EXPECT_GT(e["core_gflops"].get<double>(), 0.0) << name;
+    }
+  }
 
   // Prefill rows: 3 tensors × m in {1, 4, 8, 16, 64, 256}; each row's compute fraction is its GFLOP/s over
   // the all-threads peak of the instruction it names, its bandwidth fraction the weight GB/s over the probe.

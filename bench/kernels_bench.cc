@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "kernels/cpu/compute_probe.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/moe_layer.h"
 #include "kernels/cpu/quant_matmul.h"
 
 namespace {
@@ -153,6 +154,64 @@ void fp4_stream_case(benchmark::State& state, Isa isa, int64_t m) {
   state.SetBytesProcessed(bytes);
 }
 
+// One MoE layer step at V4-Flash-medium shapes (d 4096, intermediate 2048, top-6 + the FP8 shared expert)
+// over 24 routed experts (300 MiB, so weights come from DRAM/L3 as in decode): at batch 8 its 48
+// assignments give each expert ~2 tokens, the 1..2-token tiles that dominate a real batch-8 step.
+// Single-threaded: CPU time per step is the figure that stays comparable on a loaded machine.
+void moe_layer_case(benchmark::State& state, Isa isa, int64_t m) {
+  constexpr int64_t kD = 4096, kInter = 2048, kExperts = 24, kTopK = 6;
+  struct Weights {
+    std::vector<uint8_t> packed, scales, fp8, fp8_scales;
+    std::vector<dsv4::kernels::Fp4Expert> experts;
+    dsv4::kernels::Fp8Expert shared;
+  };
+  static const Weights w = [] {
+    Weights w;
+    const int64_t mat = kInter * kD;  // weights per matrix
+    w.packed = random_bytes(static_cast<size_t>(kExperts * 3 * mat / 2), 9, 0xFF);
+    w.scales = random_bytes(static_cast<size_t>(kExperts * 3 * mat / 32), 10, 0x07);
+    for (auto& b : w.scales) b = static_cast<uint8_t>(b + 120);
+    w.fp8 = random_bytes(static_cast<size_t>(3 * mat), 11, 0xEF);
+    w.fp8_scales = random_bytes(static_cast<size_t>(3 * mat / (128 * 128)), 12, 0x07);
+    for (auto& b : w.fp8_scales) b = static_cast<uint8_t>(b + 120);
+    auto fp4 = [&](int64_t i, int64_t rows, int64_t cols) {
+      return dsv4::kernels::Fp4Matrix{w.packed.data() + i * mat / 2, w.scales.data() + i * mat / 32, rows, cols};
+    };
+    auto fp8 = [&](int64_t i, int64_t rows, int64_t cols) {
+      return dsv4::kernels::Fp8Matrix{w.fp8.data() + i * mat, w.fp8_scales.data() + i * mat / (128 * 128), rows, cols};
+    };
+    for (int64_t e = 0; e < kExperts; ++e)
+      w.experts.push_back({fp4(3 * e, kInter, kD), fp4(3 * e + 1, kInter, kD), fp4(3 * e + 2, kD, kInter)});
+    w.shared = {fp8(0, kInter, kD), fp8(1, kInter, kD), fp8(2, kD, kInter)};
+    return w;
+  }();
+  const dsv4::kernels::MoeLayerWeights lw{w.experts.data(), kExperts, &w.shared, 10.0f};
+  auto x = activations(m, kD);
+  for (auto& v : x) v *= 0.25f;
+  std::vector<float> y(static_cast<size_t>(m * kD)), rw(static_cast<size_t>(m * kTopK), 1.0f / kTopK);
+  std::vector<int32_t> ids(static_cast<size_t>(m * kTopK));
+  uint32_t seed = 13;
+  dsv4::kernels::MoeLayerScratch scratch;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int64_t t = 0; t < m; ++t)  // kTopK distinct experts per token, fresh each step
+      for (int64_t j = 0; j < kTopK; ++j) {
+        int32_t e;
+        bool dup;
+        do {
+          seed = seed * 1664525u + 1013904223u;
+          e = static_cast<int32_t>((seed >> 16) % kExperts);
+          dup = false;
+          for (int64_t i = 0; i < j; ++i) dup |= ids[static_cast<size_t>(t * kTopK + i)] == e;
+        } while (dup);
+        ids[static_cast<size_t>(t * kTopK + j)] = e;
+      }
+    state.ResumeTiming();
+    dsv4::kernels::moe_layer(lw, x.data(), m, ids.data(), rw.data(), kTopK, y.data(), scratch, {true, isa, nullptr});
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+
 // 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
 const int kRegistered = [] {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
@@ -171,6 +230,11 @@ const int kRegistered = [] {
   }
   for (Isa isa : {Isa::kAvx512}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
+    for (int64_t m : {1, 8})
+      benchmark::RegisterBenchmark(("moe_layer/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
+                                    std::to_string(m) + "/24x4096x2048")
+                                       .c_str(),
+                                   [=](benchmark::State& s) { moe_layer_case(s, isa, m); });
     for (int64_t m : {1, 2, 8})
       benchmark::RegisterBenchmark(("fp4_gemm_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
                                     std::to_string(m) + "/8192x8192")

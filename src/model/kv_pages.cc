@@ -12,8 +12,25 @@ namespace dsv4 {
 // ---- PageBudget ----
 
 void PageBudget::set_max_bytes(int64_t max_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  max_bytes_ = max_bytes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    max_bytes_ = max_bytes;
+  }
+  if (max_bytes <= 0) return;
+  // A page released from here on sees the limit and is freed (KvPagePool::release); the ones cached
+  // before are freed now. mu_ is not held: each pool takes its own mutex, which allocate holds before mu_.
+  std::lock_guard<std::mutex> lock(pools_mu_);
+  for (KvPagePool* pool : pools_) pool->free_cached_pages();
+}
+
+void PageBudget::attach(KvPagePool* pool) {
+  std::lock_guard<std::mutex> lock(pools_mu_);
+  pools_.push_back(pool);
+}
+
+void PageBudget::detach(KvPagePool* pool) {
+  std::lock_guard<std::mutex> lock(pools_mu_);
+  pools_.erase(std::remove(pools_.begin(), pools_.end(), pool), pools_.end());
 }
 
 int64_t PageBudget::max_bytes() const {
@@ -75,7 +92,10 @@ KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows,
       row_bytes_(row_bytes_of(layout, storage)),
       budget_(budget ? std::move(budget) : std::make_shared<PageBudget>()) {
   DSV4_CHECK(page_rows > 0 && layout_fits(layout, storage), "KvPagePool: bad row layout or page size");
+  budget_->attach(this);
 }
+
+KvPagePool::~KvPagePool() { budget_->detach(this); }
 
 KvPagePool::KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows, int64_t max_bytes)
     : KvPagePool(layout, storage, page_rows, std::make_shared<PageBudget>(max_bytes)) {}
@@ -148,6 +168,17 @@ void KvPagePool::release(int32_t id) {
     free_.push_back(id);
     --in_use_;
     budget_->give_back(page_bytes());
+  }
+}
+
+void KvPagePool::free_cached_pages() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int32_t id : free_) {
+    std::unique_ptr<uint8_t[]>& page = pages_[static_cast<size_t>(id)];
+    if (page) {
+      page.reset();
+      --held_;
+    }
   }
 }
 

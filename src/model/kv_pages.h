@@ -30,12 +30,18 @@ enum class KvStorage {
 
 inline constexpr int32_t kKvPageRows = 64;
 
+class KvPagePool;
+
 // A byte limit shared by several pools: a page counts from allocation until its last holder releases it.
-// Thread-safe.
+// Thread-safe. The pools drawing on it register themselves, so that setting a limit can reach the memory
+// they cache.
 class PageBudget {
  public:
   explicit PageBudget(int64_t max_bytes = 0) : max_bytes_(max_bytes) {}
-  // 0 = unlimited. Lowering it below the bytes in use refuses further pages until enough are released.
+  // 0 = unlimited. A limit frees the memory of every page the pools cached while unlimited (under a limit
+  // a released page is never cached), so the bytes held come down to the bytes in use at once, not when
+  // the cached pages are next reused. Lowering it below the bytes in use refuses further pages until
+  // enough are released.
   void set_max_bytes(int64_t max_bytes);
   int64_t max_bytes() const;
   int64_t bytes_in_use() const;
@@ -44,9 +50,16 @@ class PageBudget {
   void give_back(int64_t bytes);
 
  private:
+  friend class KvPagePool;  // attach/detach
+  void attach(KvPagePool* pool);
+  void detach(KvPagePool* pool);
+
   mutable std::mutex mu_;
   int64_t max_bytes_ = 0;
   int64_t in_use_ = 0;
+  // Lock order: pools_mu_, then a pool's mutex, then mu_ (a pool allocating holds its own, then mu_).
+  std::mutex pools_mu_;
+  std::vector<KvPagePool*> pools_;
 };
 
 struct KvPoolStats {
@@ -65,6 +78,7 @@ class KvPagePool {
   KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows, std::shared_ptr<PageBudget> budget);
   // A pool with a budget of its own: `max_bytes` 0 = grow without limit.
   KvPagePool(KvRowLayout layout, KvStorage storage, int32_t page_rows = kKvPageRows, int64_t max_bytes = 0);
+  ~KvPagePool();
   KvPagePool(const KvPagePool&) = delete;
   KvPagePool& operator=(const KvPagePool&) = delete;
 
@@ -81,7 +95,8 @@ class KvPagePool {
 
   // A fresh page with refcount 1 (its memory stays valid until its last holder releases it), or false
   // when the budget is spent. Under a byte limit a released page's memory is freed, so the bytes held
-  // never exceed the limit (unless it is lowered below what was held); unlimited, it is kept for reuse. Thread-safe, like retain/release/refcount/available_pages/stats.
+  // never exceed the limit (unless it is lowered below the bytes in use); unlimited, it is kept for
+  // reuse. Thread-safe, like retain/release/refcount/available_pages/stats.
   bool allocate(int32_t* id, uint8_t** data);
   void retain(int32_t id);
   void release(int32_t id);
@@ -90,6 +105,10 @@ class KvPagePool {
   KvPoolStats stats() const;
 
  private:
+  friend class PageBudget;
+  // Frees the memory of every page no table holds (their ids stay free for reuse). Thread-safe.
+  void free_cached_pages();
+
   const KvRowLayout layout_;
   const KvStorage storage_;
   const int32_t page_rows_;

@@ -123,6 +123,56 @@ TEST(ModelKvPages, BudgetIsCountedInPages) {
   EXPECT_EQ(pool->available_pages(), 1);
 }
 
+// Pages cached while the budget was unlimited are freed when a limit is set, in every pool drawing on it,
+// so the bytes held come down to the bytes in use at once; pages in use keep their rows. Oracle: the
+// pools' own counts of pages held against hand-counted pages, and the rows read back.
+TEST(ModelKvPages, SettingABudgetFreesPagesCachedWhileUnlimited) {
+  auto budget = std::make_shared<PageBudget>();
+  auto rows_pool = std::make_shared<KvPagePool>(kTinyRow, KvStorage::kFp8, 4, budget);
+  auto f32_pool = std::make_shared<KvPagePool>(KvRowLayout{8, 0}, KvStorage::kF32, 4, budget);
+  std::mt19937 rng(3);
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 12; ++i) rows.push_back(qat_row(rng));
+  KvPageTable kept(rows_pool);
+  for (int i = 0; i < 6; ++i) kept.append(rows[static_cast<size_t>(i)]);  // 2 pages, stay in use
+  {
+    KvPageTable gone(rows_pool);
+    for (int i = 0; i < 12; ++i) gone.append(rows[static_cast<size_t>(i)]);  // 3 pages, then released
+    KvPageTable partial(f32_pool);
+    for (int i = 0; i < 9; ++i) partial.append(std::vector<float>(8, static_cast<float>(i)));  // 3 pages
+  }
+  // Unlimited: the released pages stay cached.
+  EXPECT_EQ(rows_pool->stats().pages_in_use, 2);
+  EXPECT_EQ(rows_pool->stats().pages_created, 5);
+  EXPECT_EQ(f32_pool->stats().pages_created, 3);
+
+  // A limit above what is in use but below what is held: both pools drop their cached pages now.
+  const int64_t in_use = rows_pool->stats().bytes_in_use();
+  ASSERT_EQ(budget->bytes_in_use(), in_use);
+  const int64_t limit = in_use + rows_pool->page_bytes();
+  ASSERT_LT(limit, rows_pool->stats().bytes_held() + f32_pool->stats().bytes_held());
+  budget->set_max_bytes(limit);
+  EXPECT_EQ(rows_pool->stats().pages_created, 2);
+  EXPECT_EQ(rows_pool->stats().bytes_held(), in_use);
+  EXPECT_EQ(f32_pool->stats().pages_created, 0);
+  EXPECT_LE(rows_pool->stats().bytes_held() + f32_pool->stats().bytes_held(), limit);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(read(kept, i), rows[static_cast<size_t>(i)]) << "row " << i;
+
+  // The freed ids are reused with fresh memory, within the limit.
+  KvPageTable again(rows_pool);
+  EXPECT_EQ(again.pages_needed(4), 1);
+  for (int i = 0; i < 4; ++i) again.append(rows[static_cast<size_t>(6 + i)]);
+  EXPECT_EQ(read(again, 3), rows[9]);
+  EXPECT_EQ(rows_pool->stats().pages_created, 3);
+  EXPECT_EQ(rows_pool->available_pages(), 0);
+
+  // Back to unlimited: nothing is freed, and released pages are cached again.
+  budget->set_max_bytes(0);
+  again.clear();
+  EXPECT_EQ(rows_pool->stats().pages_created, 3);
+  EXPECT_EQ(rows_pool->stats().pages_in_use, 2);
+}
+
 std::unique_ptr<Model> load_tiny(KvStorage storage, int64_t max_bytes = 0) {
   auto m = Model::load(test::shared_dir() / "golden/tiny/checkpoint");
   EXPECT_TRUE(m.is_ok()) << m.status().to_string();
@@ -250,6 +300,9 @@ TEST(ModelKvPages, EveryKindOfStateIsPagedAndCountedInBytes) {
   st.reset();
   EXPECT_EQ(m->state_memory().bytes_in_use(), 0);
   EXPECT_GT(m->state_memory().bytes_held(), 0);  // kept for reuse
+  // A budget set afterwards frees what was kept, in every kind of pool (PageBudget::set_max_bytes).
+  m->set_state_budget(kTiny40Bytes);
+  EXPECT_EQ(m->state_memory().bytes_held(), 0);
 }
 
 TEST(ModelKvPages, BudgetRefusesAForwardBeforeTouchingState) {

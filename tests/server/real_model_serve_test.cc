@@ -3,21 +3,22 @@
 // 127.0.0.1; every request goes over HTTP through the runtime engine and the model's forward pass.
 // Oracles: `dsv4 generate` (the forward pass without the runtime) for greedy output, each request's
 // solo run for the concurrent batch, /metrics pool gauges for disconnects, the official openai client.
-#include <signal.h>
-
 #include <httplib.h>
 
-#include <atomic>
 #include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "concurrent_calls.h"
+#include "openai_client.h"
 #include "serve_process.h"
+#include "server_fixture.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,10 +41,7 @@ class RealModelServe : public ::testing::Test {
     port_ = proc_->listening_port();
   }
   static void TearDownTestSuite() {
-    if (proc_->pid > 0) {
-      ::kill(proc_->pid, SIGTERM);
-      proc_->wait_exit(30s);
-    }
+    proc_->terminate(30s);
     delete proc_;
     delete cache_;
   }
@@ -260,18 +258,7 @@ TEST_F(RealModelServe, ThirtyTwoSimultaneousGreedyRequestsEqualTheirSoloRuns) {
   const int64_t steps_before = metric("dsv4_engine_steps_total");
   std::vector<Json> together(kN);
   std::vector<int> status(kN, 0);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kN; ++i) {
-    threads.emplace_back([&, i] {
-      ++ready;
-      while (ready.load() < kN) std::this_thread::yield();
-      auto [s, j] = post("/v1/completions", request(i));
-      status[i] = s;
-      together[i] = j;
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_together(kN, [&](int i) { std::tie(status[i], together[i]) = post("/v1/completions", request(i)); });
   std::set<std::string> distinct;
   for (int i = 0; i < kN; ++i) {
     ASSERT_EQ(status[i], 200) << together[i].dump();
@@ -291,18 +278,10 @@ TEST_F(RealModelServe, DisconnectMidStreamReturnsThePoolToBaseline) {
   ASSERT_GE(baseline, 0);
   for (int stop_after : {1, 3, 9}) {
     const int64_t generated_before = metric("dsv4_engine_generated_tokens_total");
-    int chunks = 0;
     auto c = client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = completion(std::vector<int32_t>{0, 500, 600}, 1000, true).dump();
-    req.set_header("Content-Type", "application/json");
-    req.set_header("Authorization", std::string("Bearer ") + kKey);
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < stop_after; };
-    httplib::Response res;
-    httplib::Error err;
-    EXPECT_FALSE(c.send(req, res, err)) << "the client should have aborted";
+    EXPECT_FALSE(post_and_hang_up(c, "/v1/completions", completion(std::vector<int32_t>{0, 500, 600}, 1000, true).dump(),
+                                  stop_after, {{"Authorization", std::string("Bearer ") + kKey}}))
+        << "the client should have aborted";
     ASSERT_TRUE(back_to_baseline(baseline)) << "pool used " << pool_used() << " != " << baseline;
     // Cancelled, not run to its 1000 tokens.
     EXPECT_LT(metric("dsv4_engine_generated_tokens_total") - generated_before, 1000) << "after " << stop_after;
@@ -317,17 +296,9 @@ TEST_F(RealModelServe, DisconnectMidStreamReturnsThePoolToBaseline) {
 }
 
 TEST_F(RealModelServe, OfficialOpenAiClient) {
-  const auto js_dir = dsv4::test::source_dir() / "tests" / "js";
-  ASSERT_TRUE(std::filesystem::exists(js_dir / "node_modules" / "openai"))
-      << "tests/js/node_modules is missing: run scripts/install-deps.sh";
   const int64_t baseline = pool_used();
-  auto r = dsv4::test::run_command("node " + (js_dir / "openai_real_model_e2e.js").string() + " http://127.0.0.1:" +
-                                   std::to_string(port_) + "/v1 " + kModel + " " + kKey,
-                                   600s);  // bounded: a stalled client fails with its output instead of hanging
-  ASSERT_FALSE(r.timed_out) << r.output;
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("checks passed"), std::string::npos) << r.output;
-  std::printf("%s", r.output.c_str());
+  ASSERT_NO_FATAL_FAILURE(
+      run_openai_client("openai_real_model_e2e.js", port_, std::string(kModel) + " " + kKey, 600s));
   EXPECT_TRUE(back_to_baseline(baseline)) << "the aborted stream's state was not freed";
 }
 

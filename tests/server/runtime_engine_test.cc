@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "concurrent_calls.h"
 #include "runtime/engine_factory.h"
 #include "runtime/testing/fake_detokenizer.h"
 #include "runtime/testing/fake_model_runner.h"
@@ -136,13 +137,9 @@ void thirty_two_equal_solo(int32_t speculative_k) {
   };
   std::vector<std::string> solo(kRequests), together(kRequests);
   for (int i = 0; i < kRequests; ++i) solo[i] = completion_answer(rs.client().Post("/v1/completions", body(i), "application/json"), i % 2 == 1);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i) {
-    threads.emplace_back([&, i] {
-      together[i] = completion_answer(rs.client().Post("/v1/completions", body(i), "application/json"), i % 2 == 1);
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_together(kRequests, [&](int i) {
+    together[i] = completion_answer(rs.client().Post("/v1/completions", body(i), "application/json"), i % 2 == 1);
+  });
   std::set<std::string> distinct;
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(solo[i].rfind("<error", 0), std::string::npos) << solo[i];
@@ -187,20 +184,11 @@ TEST(RuntimeEngineServer, DisconnectsReturnTheBlockPoolToBaseline) {
   const int kDisconnects = 60;
   for (int i = 0; i < kDisconnects; ++i) {
     httplib::Client cli = rs.client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = i % 2 ? "/v1/completions" : "/v1/chat/completions";
-    req.body = i % 2 ? Json{{"model", "fake-runtime"}, {"prompt", prompt_ids(i)}, {"max_tokens", 2000},
-                            {"ignore_eos", true}, {"stream", true}}.dump()
-                     : chat_body("fake-runtime", "hello " + std::to_string(i),
-                                 {{"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}});
-    req.set_header("Content-Type", "application/json");
-    const int stop_after = 1 + static_cast<int>(rng() % 40);
-    int seen = 0;
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < stop_after; };
-    httplib::Response res;
-    httplib::Error err;
-    cli.send(req, res, err);
+    const std::string body = i % 2 ? Json{{"model", "fake-runtime"}, {"prompt", prompt_ids(i)}, {"max_tokens", 2000},
+                                          {"ignore_eos", true}, {"stream", true}}.dump()
+                                   : chat_body("fake-runtime", "hello " + std::to_string(i),
+                                               {{"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}});
+    post_and_hang_up(cli, i % 2 ? "/v1/completions" : "/v1/chat/completions", body, 1 + static_cast<int>(rng() % 40));
   }
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   EngineStats s = rs.engine->stats();

@@ -3,18 +3,18 @@
 // unbudgeted without. Oracles: the unbudgeted server's greedy tokens (a budget may delay a request, never
 // change it), the budget itself against the page bytes /metrics reports (sampled while requests run), and
 // the prefix-cache counters for a request that extends an earlier prompt.
-#include <signal.h>
-
 #include <httplib.h>
 
 #include <atomic>
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "concurrent_calls.h"
 #include "serve_process.h"
 #include "test_util.h"
 
@@ -86,10 +86,7 @@ class ServeBudget : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     for (ServeProcess* p : {budgeted_, free_}) {
-      if (p->pid > 0) {
-        ::kill(p->pid, SIGTERM);
-        p->wait_exit(30s);
-      }
+      p->terminate(30s);
       delete p;
     }
     delete cache_;
@@ -142,16 +139,7 @@ TEST_F(ServeBudget, SmallBudgetCompletesSimultaneousRequestsLikeAnUnbudgetedServ
   });
   std::vector<Json> got(kN);
   std::vector<int> status(kN, 0);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kN; ++i) {
-    threads.emplace_back([&, i] {
-      ++ready;
-      while (ready.load() < kN) std::this_thread::yield();
-      std::tie(status[i], got[i]) = post(budgeted_port(), requests[i]);
-    });
-  }
-  for (auto& t : threads) t.join();
+  run_together(kN, [&](int i) { std::tie(status[i], got[i]) = post(budgeted_port(), requests[i]); });
   done = true;
   sampler.join();
   const Metrics after = metrics_of(budgeted_port());
@@ -199,8 +187,7 @@ TEST_F(ServeBudget, SharedPrefixRequestIsAPrefixCacheHit) {
   auto [s3, j3] = post(free_port(), completion(second, 4));
   ASSERT_EQ(s3, 200) << j3.dump();
   EXPECT_EQ(j2["choices"][0]["text"], j3["choices"][0]["text"]);
-  ::kill(proc.pid, SIGTERM);
-  EXPECT_EQ(proc.wait_exit(30s), 0) << proc.output;
+  EXPECT_EQ(proc.terminate(30s), 0) << proc.output;
   // The unbudgeted server runs without a prefix cache: no hits there (the counter is the oracle's control).
   EXPECT_EQ(metrics_of(free_port()).at("dsv4_prefix_cache_hits_total"), 0);
 }
@@ -208,11 +195,7 @@ TEST_F(ServeBudget, SharedPrefixRequestIsAPrefixCacheHit) {
 // The same after a busy period: the cached sequences of eight earlier requests fill the 1 MiB budget, and
 // the copy a hit needs (it replays tokens) must make room by evicting them rather than miss.
 TEST_F(ServeBudget, SharedPrefixHitsAfterCachedSequencesFillTheBudget) {
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 8; ++i) {
-    threads.emplace_back([i] { EXPECT_EQ(post(budgeted_port(), completion(prompt_of(5 + 9 * i, i), 6)).first, 200); });
-  }
-  for (auto& t : threads) t.join();
+  run_together(8, [](int i) { EXPECT_EQ(post(budgeted_port(), completion(prompt_of(5 + 9 * i, i), 6)).first, 200); });
   const std::vector<int32_t> first = prompt_of(40, 101);
   std::vector<int32_t> second = first;
   for (int i = 0; i < 12; ++i) second.push_back(2000 + 17 * i);

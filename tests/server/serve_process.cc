@@ -65,6 +65,12 @@ int ServeProcess::listening_port() const {
   return std::atoi(output.c_str() + at + marker.size());
 }
 
+int ServeProcess::terminate(std::chrono::milliseconds limit) {
+  if (pid <= 0) return 0;
+  ::kill(pid, SIGTERM);
+  return wait_exit(limit);
+}
+
 int ServeProcess::wait_exit(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -23,6 +23,9 @@ struct ServeProcess {
   int listening_port() const;
   // Waits for the exit status (bounded); -1 if it did not exit in time.
   int wait_exit(std::chrono::milliseconds limit);
+  // SIGTERM (the graceful drain), then wait_exit(limit); 0 if it had already been reaped. A server that
+  // outlives `limit` is killed by the destructor.
+  int terminate(std::chrono::milliseconds limit);
 
   pid_t pid = -1;
   int out_fd = -1;

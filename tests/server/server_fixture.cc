@@ -69,4 +69,19 @@ std::string chat_body(const std::string& model, const std::string& user, const J
   return j.dump();
 }
 
+bool post_and_hang_up(httplib::Client& client, const std::string& path, const std::string& body, int chunks,
+                      const httplib::Headers& headers) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body;
+  req.headers = headers;
+  req.set_header("Content-Type", "application/json");
+  int seen = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < chunks; };
+  httplib::Response res;
+  httplib::Error err;
+  return client.send(req, res, err);
+}
+
 }  // namespace dsv4::server::test

@@ -43,4 +43,9 @@ std::vector<std::string> sse_payloads(const std::string& body);
 
 std::string chat_body(const std::string& model, const std::string& user, const Json& extra = Json::object());
 
+// POSTs a streaming request and hangs up after `chunks` received chunks, as a client that goes away
+// mid-stream. Returns whether the exchange completed (false: the client aborted it, as meant).
+bool post_and_hang_up(httplib::Client& client, const std::string& path, const std::string& body, int chunks,
+                      const httplib::Headers& headers = {});
+
 }  // namespace dsv4::server::test

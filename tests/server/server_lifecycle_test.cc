@@ -19,15 +19,20 @@ using namespace std::chrono_literals;
 // reports the hang instead of stalling the suite.
 constexpr auto kHangGuard = 60s;
 
+// An ephemeral port and one connection thread: these tests start many servers and send nothing.
+ServerOptions ephemeral_one_thread() {
+  ServerOptions so;
+  so.port = 0;
+  so.http_threads = 1;
+  return so;
+}
+
 // The interleaving that hung: shutdown() lands before run() has begun listening. run() must then return
 // on its own. Deterministic: run() is only called after shutdown() has returned.
 TEST(ServerLifecycle, ShutdownBeforeRunMakesRunReturn) {
   testing::FakeEngine engine;
   testing::SimpleCodec codec;
-  ServerOptions so;
-  so.port = 0;
-  so.http_threads = 1;
-  HttpServer server(engine, codec, so);
+  HttpServer server(engine, codec, ephemeral_one_thread());
   ASSERT_TRUE(server.bind().is_ok());
   server.shutdown(0ms);
   auto ran = std::async(std::launch::async, [&] { server.run(); });
@@ -42,11 +47,8 @@ TEST(ServerLifecycle, ShutdownBeforeRunMakesRunReturn) {
 TEST(ServerLifecycle, DestroyedRightAfterStartingAlwaysStops) {
   testing::FakeEngine engine;
   testing::SimpleCodec codec;
-  ServerOptions so;
-  so.port = 0;
-  so.http_threads = 1;
   for (int i = 0; i < 200; ++i) {
-    auto server = std::make_unique<HttpServer>(engine, codec, so);
+    auto server = std::make_unique<HttpServer>(engine, codec, ephemeral_one_thread());
     ASSERT_TRUE(server->start_background().is_ok());
     server.reset();
   }

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "concurrent_calls.h"
 #include "server_fixture.h"
 
 namespace dsv4::server::test {
@@ -78,21 +79,6 @@ TEST(ServerLoad, EngineQueueFullGives503WithRetryAfter) {
   EXPECT_TRUE(wait_until([&] { return ts.server->inflight_sequences() == 0; }));  // released after the write
 }
 
-// Sends a streaming request and drops the connection after `chunks` received chunks.
-void stream_and_abort(const TestServer& ts, const std::string& body, int chunks) {
-  httplib::Client cli = ts.client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.body = body;
-  req.set_header("Content-Type", "application/json");
-  int seen = 0;
-  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < chunks; };
-  httplib::Response res;
-  httplib::Error err;
-  cli.send(req, res, err);
-}
-
 TEST(ServerLoad, DisconnectMidStreamCancelsAndFreesThePool) {
   testing::FakeEngineOptions eo;
   eo.step_time = 1ms;
@@ -107,7 +93,8 @@ TEST(ServerLoad, DisconnectMidStreamCancelsAndFreesThePool) {
     // Mid-decode at a random point; every fifth while the request is still queued.
     const bool queued = i % 5 == 0;
     if (queued) ts.engine.set_paused(true);
-    stream_and_abort(ts, chat_body(ts.model, "p" + std::to_string(i), {{"stream", true}}),
+    httplib::Client cli = ts.client();
+    post_and_hang_up(cli, "/v1/chat/completions", chat_body(ts.model, "p" + std::to_string(i), {{"stream", true}}),
                      queued ? 1 : 2 + static_cast<int>(rng() % 30));
     if (queued) {
       ASSERT_TRUE(wait_until([&] { return ts.engine.cancels_applied() == i + 1; })) << "queued request " << i;
@@ -162,11 +149,7 @@ TEST(ServerLoad, ThirtyTwoSimultaneousGreedyRequestsEqualTheirSoloRuns) {
   };
   std::vector<std::string> solo(kRequests), together(kRequests);
   for (int i = 0; i < kRequests; ++i) solo[i] = answer(ts.post("/v1/chat/completions", body(i)), i);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRequests; ++i) {
-    threads.emplace_back([&, i] { together[i] = answer(ts.post("/v1/chat/completions", body(i)), i); });
-  }
-  for (auto& t : threads) t.join();
+  run_together(kRequests, [&](int i) { together[i] = answer(ts.post("/v1/chat/completions", body(i)), i); });
   std::set<std::string> distinct;
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_NE(solo[i], "<error>");

@@ -10,8 +10,8 @@
 // Batched decode also multiplies each weight by b tokens, so each row reports its fraction of the compute
 // peak too: its weight matmuls' flops (2 per weight element per token that uses it, routed experts per
 // routed token) split by weight family, each family over the peak of the instruction its tile runs on
-// (bench_compute.h), against the measured time. Families come from the checkpoint dtypes (BF16/F32 → fp32
-// FMA tiles, F8_E4M3 / packed FP4 → the bf16 dot-product tiles where the CPU has them); attention over the
+// (bench_compute.h), against the measured time. Families come from the checkpoint dtypes (BF16/F32 and
+// packed FP4 → fp32 FMA tiles, F8_E4M3 → the bf16 dot-product tile where the CPU has it); attention over the
 // context and the mHC mixes are left out, so at long contexts the fraction understates the work.
 #include "bench_model.h"
 

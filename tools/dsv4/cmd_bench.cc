@@ -49,7 +49,7 @@ constexpr const char* kUsage =
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
     "  so that both read DRAM, not cache.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
-    "  the bf16 tiles and fp8/fp4 on non-bf16 activations, vdpbf16ps zmm for fp8/fp4 on bf16-exact\n"
+    "  the bf16 and fp4 tiles and fp8 on non-bf16 activations, vdpbf16ps zmm for fp8 on bf16-exact\n"
     "  activations, AMX tdpbf16ps for GEMMs of >= 16 tokens), per core (flops per thread CPU-second) and on\n"
     "  all --threads (wall). A GEMM or decode row of F flops in t seconds is then at F / t / peak of its\n"
     "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"

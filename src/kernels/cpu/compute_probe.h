@@ -13,8 +13,8 @@ class ThreadPool;
 namespace dsv4::kernels {
 
 enum class ComputeInsn {
-  kFp32Fma,  // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16_tile, fp8_tile, fp4_tile)
-  kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (AVX512-BF16 tiles: FP8 and FP4 on bf16-exact activations)
+  kFp32Fma,  // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16, fp8, fp4 and fp4 nibble planes)
+  kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 FP8 tile, on bf16-exact activations)
   kAmxBf16,  // tdpbf16ps on 16x16 fp32 tiles: 8192 MACs = 16384 flops (the AMX prefill GEMMs)
 };
 

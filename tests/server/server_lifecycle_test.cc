@@ -1,6 +1,6 @@
 // tests/server: HttpServer start/stop bounds (reliability.md §B6). A stop that comes before the listener
-// is up must still stop it (a test failing right after starting its server used to hang in ~HttpServer),
-// and an idle keep-alive connection must not hold shutdown open.
+// is up must still stop it (a test failing right after starting its server used to hang in ~HttpServer);
+// neither an idle keep-alive connection nor a request the engine never serves holds the stop open.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -92,6 +92,32 @@ TEST(ServerLifecycle, IdleKeepAliveConnectionDoesNotHoldShutdown) {
               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                          std::chrono::steady_clock::now() - t0)
                                          .count()));
+}
+
+// A request waiting on an engine that never runs it, and a server destroyed without shutdown(): the
+// destructor ends the wait (the handler answers 503 and cancels the request) instead of joining forever.
+TEST(ServerLifecycle, DestroyingTheServerEndsARequestTheEngineNeverServes) {
+  auto ts = std::make_unique<TestServer>();
+  ts->engine.set_paused(true);
+  httplib::Client cli = ts->client();
+  auto answer = std::async(std::launch::async, [&] {
+    return cli.Post("/v1/chat/completions", chat_body(ts->model, "never served", {{"max_tokens", 4}}), "application/json");
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (ts->server->inflight_sequences() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(ts->server->inflight_sequences(), 1);
+  auto destroyed = std::async(std::launch::async, [&] { ts->server.reset(); });
+  const bool done = destroyed.wait_for(kHangGuard) == std::future_status::ready;
+  EXPECT_TRUE(done) << "~HttpServer kept waiting for a request the engine never served";
+  if (!done) ts->engine.set_paused(false);  // lets it finish, so the test fails instead of hanging
+  destroyed.wait();
+  auto r = answer.get();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "shutting_down") << r->body;
+  EXPECT_EQ(ts->engine.cancels_applied(), 1);  // the engine request was cancelled, not left queued
 }
 
 }  // namespace

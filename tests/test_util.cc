@@ -1,6 +1,7 @@
 // tests: shared helpers.
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -58,6 +59,10 @@ CommandResult run_command(const std::string& command_line, std::chrono::millisec
   }
   if (pid == 0) {
     ::setpgid(0, 0);  // its own process group: a timeout kills the shell and whatever it started
+    // Out of the terminal's foreground group, a read of the terminal would stop it: stdin is empty instead.
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, 0);
+    if (null_fd > 0) ::close(null_fd);
     ::dup2(fds[1], 1);
     ::dup2(fds[1], 2);
     ::close(fds[0]);

@@ -415,8 +415,11 @@ Status HttpServer::bind() {
 
 void HttpServer::run() {
   in_run_ = true;
+  // NOTE: skipped, the bound socket stays open until the process ends (httplib closes it only in stop(),
+  // which does nothing before listen); start_background() never gets here, it waits for the listener.
   if (!stop_requested_) impl_->svr.listen_after_bind();
   in_run_ = false;
+  run_returned_ = true;
 }
 
 // cpp-httplib's Server::stop() acts only once listen has marked the server running: a stop() that lands
@@ -433,6 +436,8 @@ void HttpServer::stop_listener() {
 Status HttpServer::start_background() {
   DSV4_RETURN_IF_ERROR(bind());
   background_ = std::thread([this] { run(); });
+  // Returns once the listener is up (or gave up), so a stop from here on always reaches it.
+  while (!impl_->svr.is_running() && !run_returned_) std::this_thread::sleep_for(std::chrono::microseconds(100));
   return Status::ok();
 }
 

@@ -52,7 +52,7 @@ class HttpServer {
   int port() const { return bound_port_; }
   // Serves until shutdown() (blocks the calling thread). Returns at once if shutdown() came first.
   void run();
-  // bind() + run() on a background thread (tests).
+  // bind() + run() on a background thread; returns once it listens.
   Status start_background();
 
   // Graceful shutdown (SIGTERM): new requests get 503 + Retry-After at once; running requests may finish
@@ -79,6 +79,7 @@ class HttpServer {
   std::atomic<int64_t> inflight_{0};
   std::atomic<bool> stop_requested_{false};  // stop_listener() was called
   std::atomic<bool> in_run_{false};          // run() is between its entry and its return
+  std::atomic<bool> run_returned_{false};
   std::atomic<bool> listener_stopped_{false};
   int bound_port_ = -1;
   std::thread background_;

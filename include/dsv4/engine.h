@@ -95,6 +95,9 @@ struct EngineStats {
   int64_t window_page_bytes_held = 0;
   int64_t partial_page_bytes_in_use = 0;
   int64_t partial_page_bytes_held = 0;
+  // Step scratch (activation buffers) the process holds: large after a long prefill, given back a few
+  // decode steps later.
+  int64_t scratch_bytes_held = 0;
 };
 
 struct EngineInfo {

@@ -187,9 +187,8 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
   const auto n = static_cast<int64_t>(order.size());
   // H [n, hc, d]: embed[ids] repeated over the hc streams (spec §2.1); rows decoded as gathered.
   sc.tokens.resize(order.size());
-  sc.H.resize(static_cast<size_t>(n * hc * d));
   int32_t* tokens = sc.tokens.data();
-  float* H = sc.H.data();
+  float* H = sc.H.grow(n * hc * d);
   for (int64_t i = 0; i < n; ++i) {
     tokens[i] = batch[static_cast<size_t>(order[static_cast<size_t>(i)])].token;
     float* h0 = H + i * hc * d;
@@ -203,13 +202,16 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
   }
   for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_tokens_ += segs[k].n;
   // The head once for every row that wants logits: [n_want, hc, d] → [n_want, V] in batch order.
-  sc.Hl.resize(static_cast<size_t>(n_out * hc * d));
+  sc.Hl.grow(n_out * hc * d);
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
     if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
     if (logits && sc.out_row[r] >= 0) std::copy_n(H + i * hc * d, hc * d, sc.Hl.data() + sc.out_row[r] * hc * d);
   }
   if (logits && n_out > 0) v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, sc.Hl.data(), n_out, logits->data());
+  // Step scratch that this and the last few steps used much less of goes back (a prefill's, once decode
+  // runs); pool workers follow after their next job.
+  scratch_end_step();
   return Status::ok();
 }
 
@@ -234,8 +236,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   if (capture) capture->final_streams.assign(batch.size() * static_cast<size_t>(hc * d), 0.0f);
   const auto n = static_cast<int64_t>(order.size());
   sc.tokens.resize(order.size());  // the next tokens
-  sc.H.resize(static_cast<size_t>(n * hc * d));
-  float* H = sc.H.data();
+  float* H = sc.H.grow(n * hc * d);
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
     sc.tokens[static_cast<size_t>(i)] = batch[r].token;
@@ -244,7 +245,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   v4::mtp_forward(ctx_, 0, *weights_, segs, H, sc.tokens.data(), n, nullptr);
   for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_mtp_tokens_ += segs[k].n;
   // The MTP head only on the rows that want logits.
-  sc.Hl.resize(static_cast<size_t>(n_out * hc * d));
+  sc.Hl.grow(n_out * hc * d);
   for (int64_t i = 0; i < n; ++i) {
     const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
     if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
@@ -252,6 +253,7 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   }
   const MtpWeights& mw = weights_->mtp[0];
   if (logits && n_out > 0) v4::head_logits(ctx_, mw.hc_head, mw.norm, weights_->head, sc.Hl.data(), n_out, logits->data());
+  scratch_end_step();
   return Status::ok();
 }
 

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/scratch.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "io/model_config.h"
@@ -121,7 +122,8 @@ class Model {
   std::unique_ptr<StatePools> pools_;
   mutable std::mutex forward_mu_;
   // A forward's bookkeeping and activations, reused under forward_mu_ so a warm step does not allocate:
-  // vectors only grow (to the largest batch seen).
+  // vectors only grow (to the largest batch seen); the activations are ScratchVecs, which the end of each
+  // forward trims once steps keep using much less (core/scratch.h).
   struct ForwardScratch {
     std::vector<int64_t> next;        // [n_seqs] length after the batch, −1: not in it
     std::vector<int64_t> out_row;     // [n_batch] logits row of each batch row, −1: none
@@ -130,7 +132,7 @@ class Model {
     std::vector<v4::BlockSegment> segs;
     std::vector<size_t> seg_seq;      // sequence id of each segment
     std::vector<int32_t> tokens;      // [n_batch] in H's row order
-    std::vector<float> H, Hl;         // [n_batch, hc, d], [n_want_logits, hc, d]
+    ScratchVec<float> H, Hl;          // [n_batch, hc, d], [n_want_logits, hc, d]
   };
   mutable ForwardScratch scratch_;
 };

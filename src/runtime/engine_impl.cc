@@ -84,6 +84,7 @@ void EngineImpl::publish_stats() {
   s.window_page_bytes_held = mem.window_bytes_held;
   s.partial_page_bytes_in_use = mem.partial_bytes_in_use;
   s.partial_page_bytes_held = mem.partial_bytes_held;
+  s.scratch_bytes_held = mem.scratch_bytes_held;
   // What the state pages (window, partial blocks, rows, keys; checkpoints share them) really hold when the
   // runner has them, else the estimate.
   s.state_bytes_in_use = mem.kv_page_bytes > 0 ? mem.bytes_in_use()

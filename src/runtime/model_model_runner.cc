@@ -7,6 +7,8 @@
 #include <set>
 #include <string>
 
+#include "core/scratch.h"
+
 namespace dsv4 {
 StateFootprint model_state_footprint(const ModelConfig& c, int32_t kv_page_rows) {
   StateFootprint f;
@@ -112,6 +114,7 @@ RunnerMemory ModelModelRunner::memory() const {
   r.partial_bytes_in_use = m.partial.bytes_in_use;
   r.partial_bytes_held = m.partial.bytes_held;
   r.budget_bytes = m.budget_bytes;
+  r.scratch_bytes_held = scratch_held_bytes();
   return r;
 }
 

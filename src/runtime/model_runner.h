@@ -58,6 +58,9 @@ struct RunnerMemory {
   int64_t partial_bytes_in_use = 0;
   int64_t partial_bytes_held = 0;
   int64_t budget_bytes = 0;  // the budget of all kinds together; 0 = unlimited
+  // Step scratch (activation buffers) of every thread of the process, trimmed a few steps after a large
+  // prefill (core/scratch.h). Not state: outside the budget.
+  int64_t scratch_bytes_held = 0;
   int64_t kv_bytes_in_use() const { return kv_pages_in_use * kv_page_bytes + index_pages_in_use * index_page_bytes; }
   int64_t kv_bytes_held() const { return kv_pages_held * kv_page_bytes + index_pages_held * index_page_bytes; }
   // All kinds together.

@@ -132,6 +132,9 @@ std::string Metrics::render(const EngineStats& engine, int64_t server_inflight, 
     out += std::string("dsv4_state_page_bytes{kind=\"") + kind + "\",state=\"in_use\"} " + std::to_string(in_use) + "\n";
     out += std::string("dsv4_state_page_bytes{kind=\"") + kind + "\",state=\"held\"} " + std::to_string(held) + "\n";
   }
+  out += "# HELP dsv4_scratch_bytes Step scratch (activation buffers) of all threads: bytes allocated.\n"
+         "# TYPE dsv4_scratch_bytes gauge\n";
+  out += "dsv4_scratch_bytes{state=\"held\"} " + std::to_string(engine.scratch_bytes_held) + "\n";
   out += "# HELP dsv4_time_to_first_token_seconds Time from admission to the first generated token.\n"
          "# TYPE dsv4_time_to_first_token_seconds histogram\n";
   ttft_.render("dsv4_time_to_first_token_seconds", &out);

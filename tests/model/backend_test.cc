@@ -1,10 +1,12 @@
 // tests/model: the cpu backend against the reference backend on the tiny golden checkpoint — bit-identical
 // logits with the scalar kernels (they accumulate in double exactly like ref::linear), independence of
-// the thread count, and batch invariance (a sequence's logits do not depend on the other rows): always
+// the thread count and of the pool's schedule, and batch invariance (a sequence's logits do not depend on the other rows): always
 // without AMX; with AMX as long as no GEMM has ≥ 16 rows (the batch has fewer than 16 rows).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "io/npy.h"
 #include "model/model.h"
@@ -81,6 +83,30 @@ TEST(CpuBackend, LogitsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(three->threads(), 3);
     EXPECT_TRUE(same_bits(run(*one, ids, 32), run(*three, ids, 32))) << kernels::isa_name(kernels::resolve_isa(isa));
   }
+}
+
+// The pool hands chunks out dynamically; forcing uneven schedules (the caller or one worker delayed on
+// every chunk) must change no bit of any logit, prefill, MTP or decode.
+TEST(CpuBackend, LogitsDoNotDependOnTheSchedule) {
+  const auto ids = golden_tokens(40);
+  auto one = load(Backend::kCpu, kernels::Isa::kAuto, 1), three = load(Backend::kCpu, kernels::Isa::kAuto, 3);
+  ASSERT_TRUE(one && three);
+  const auto expected = run(*one, ids, 24);
+  ThreadPool* pool = three->context().exec.pool;
+  ASSERT_NE(pool, nullptr);
+  const ThreadPool::ChunkHook hooks[] = {
+      [](int slot, int64_t) {
+        if (slot == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      },
+      [](int slot, int64_t) {
+        if (slot == 1) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      },
+  };
+  for (size_t h = 0; h < std::size(hooks); ++h) {
+    pool->set_chunk_hook_for_testing(hooks[h]);
+    EXPECT_TRUE(same_bits(expected, run(*three, ids, 24))) << "schedule " << h;
+  }
+  pool->set_chunk_hook_for_testing(nullptr);
 }
 
 // Sequence A (prefilled alone, then decoding) gets the same logits whether its decode step runs alone

@@ -4,13 +4,16 @@
 // and the MoE (routing + grouped experts) — must allocate nothing once their per-thread buffers have seen
 // the batch size, on the calling thread and on the pool's workers alike — and so must a whole warm
 // decode step (attention, compressors, indexer, state pages, the forward's bookkeeping) that takes no
-// fresh state page.
+// fresh state page. And the step scratch a long prefill grew is given back once decode steps follow.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <thread>
+
+#include "core/scratch.h"
 
 #include "model/deepseek_v4/block.h"
 #include "model/deepseek_v4/mhc.h"
@@ -139,6 +142,92 @@ TEST(StepAllocations, WarmDecodeStepAllocatesNothing) {
     std::printf("[allocations] cpu backend, %d threads, %d sequences: cold step %lld, warm steps 17..31 %lld\n",
                 threads, kSeqs, static_cast<long long>(cold), static_cast<long long>(total));
   }
+}
+
+}  // namespace
+}  // namespace dsv4::test
+
+namespace dsv4::test {
+namespace {
+
+struct TrimRun {
+  int64_t decode_only_held = 0;  // a model that only ever decoded: what the decode shapes need
+  int64_t buffers = 0;
+  int64_t after_prefill = 0, before_trim = 0, after_trim = 0;
+  int64_t warm_allocations = -1;  // decode steps after the trim that take no state page
+  int64_t held_after_warm = 0;
+};
+
+// Decodes one token at a time from position `from` for `steps` steps.
+void decode_steps(const Model& m, SequenceState* st, int32_t from, int steps, std::vector<float>* logits) {
+  SequenceState* states[] = {st};
+  for (int32_t t = from; t < from + steps; ++t)
+    ASSERT_TRUE(m.forward(std::vector<BatchToken>{{0, t, 7 + t % 50, true}}, states, logits).is_ok());
+}
+
+// Step scratch (core/scratch.h) after a long prefill: the prefill's activation buffers stay through
+// kTrimAfterSteps − 1 decode steps (a short dip keeps its memory), then the end of the next step gives
+// them back, down to what the decode shapes need — measured on a model that only ever decoded, run on
+// its own thread since the buffers are per thread — plus the policy's allowance (twice the ask plus
+// kTrimSlackBytes per buffer). And decode steps after the trim allocate nothing again.
+TEST(StepAllocations, LongPrefillScratchIsTrimmedToTheDecodeShapes) {
+  TrimRun r;
+  constexpr int kWarm = 3;
+  std::thread decode_only([&] {
+    auto m = load_tiny(1);  // one thread: every buffer lives on this thread
+    ASSERT_TRUE(m);
+    auto seq = m->new_sequence();
+    std::vector<float> logits;
+    decode_steps(*m, seq.get(), 0, ScratchNode::kTrimAfterSteps + kWarm, &logits);
+    r.decode_only_held = scratch_thread_stats().held_bytes;
+  });
+  decode_only.join();
+  std::thread prefill_then_decode([&] {
+    auto m = load_tiny(1);
+    ASSERT_TRUE(m);
+    auto seq = m->new_sequence();
+    SequenceState* states[] = {seq.get()};
+    constexpr int32_t kPrefill = 512;
+    std::vector<BatchToken> batch;
+    for (int32_t i = 0; i < kPrefill; ++i) batch.push_back({0, i, 5 + (i * 13) % 90, i + 1 == kPrefill});
+    std::vector<float> logits;
+    ASSERT_TRUE(m->forward(batch, states, &logits).is_ok());
+    r.after_prefill = scratch_thread_stats().held_bytes;
+    decode_steps(*m, seq.get(), kPrefill, ScratchNode::kTrimAfterSteps - 1, &logits);
+    r.before_trim = scratch_thread_stats().held_bytes;
+    decode_steps(*m, seq.get(), kPrefill + ScratchNode::kTrimAfterSteps - 1, 1, &logits);
+    const ScratchStats s = scratch_thread_stats();
+    r.after_trim = s.held_bytes;
+    r.buffers = s.buffers;
+    // Room for the next decode step, then one counted.
+    decode_steps(*m, seq.get(), kPrefill + ScratchNode::kTrimAfterSteps, kWarm, &logits);
+    // Up to position 519 (the end of an 8-row compressor block, which takes a fresh state page); then
+    // positions 520..526 lie inside one block: no page, so no allocation at all — no trimmed buffer
+    // grows back. The batch is built once: the harness must not allocate either.
+    const int32_t first = kPrefill + ScratchNode::kTrimAfterSteps + kWarm;
+    ASSERT_EQ(first, 519);
+    decode_steps(*m, seq.get(), first, 1, &logits);
+    std::vector<BatchToken> one(1);
+    const int64_t before = g_allocations.load();
+    for (int32_t t = 520; t <= 526; ++t) {
+      one[0] = {0, t, 7 + t % 50, true};
+      ASSERT_TRUE(m->forward(one, states, &logits).is_ok());
+    }
+    r.warm_allocations = g_allocations.load() - before;
+    r.held_after_warm = scratch_thread_stats().held_bytes;
+  });
+  prefill_then_decode.join();
+  const int64_t bound = 2 * r.decode_only_held + r.buffers * ScratchNode::kTrimSlackBytes;
+  std::printf("[scratch] decode-only %lld B, after a 512-token prefill %lld B, after %d decode steps %lld B, "
+              "after %d %lld B (bound %lld B, %lld buffers)\n",
+              static_cast<long long>(r.decode_only_held), static_cast<long long>(r.after_prefill),
+              ScratchNode::kTrimAfterSteps - 1, static_cast<long long>(r.before_trim), ScratchNode::kTrimAfterSteps,
+              static_cast<long long>(r.after_trim), static_cast<long long>(bound), static_cast<long long>(r.buffers));
+  EXPECT_GT(r.after_prefill, bound) << "the prefill must hold more than the bound, or the test proves nothing";
+  EXPECT_GE(r.before_trim, r.after_prefill) << "trimmed before kTrimAfterSteps oversized steps";
+  EXPECT_LE(r.after_trim, bound);
+  EXPECT_EQ(r.warm_allocations, 0);
+  EXPECT_EQ(r.held_after_warm, r.after_trim);
 }
 
 }  // namespace

@@ -1,10 +1,15 @@
-// unit: the persistent thread pool — every index visited exactly once, chunk boundaries on grain
-// multiples, the same split for repeated calls, nested calls run inline, many back-to-back dispatches.
+// unit: the persistent thread pool — every index visited exactly once, chunks of a fixed length on grain
+// multiples whatever the schedule, slots bounded by n_slots and never shared by two running chunks, the
+// caller taking over the chunks of a worker that is stuck, nested calls inline, many back-to-back
+// dispatches (including ones that catch workers asleep).
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,54 +32,99 @@ TEST(ThreadPool, VisitsEveryIndexOnceForManyShapes) {
   }
 }
 
-TEST(ThreadPool, ChunksAreGrainAlignedContiguousAndBalanced) {
-  for (int chunks : {1, 2, 3, 7}) {
-    for (int64_t n : {1, 5, 100, 129, 4096}) {
+struct Call {
+  int64_t begin, end;
+  int slot;
+  std::thread::id thread;
+};
+
+// Every chunk is [c·len, min(n, (c+1)·len)) with len = chunk_grains·grain: the split is a function of
+// (n, grain, n_threads) only. Slots stay below n_slots and one slot is always the same thread.
+TEST(ThreadPool, ChunksAreFixedGrainMultiplesAndSlotsAreBounded) {
+  for (int threads : {2, 3, 7}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 5, 100, 129, 4096, 100000}) {
       for (int64_t grain : {1, 2, 32}) {
-        int64_t prev_end = 0, min_len = n, max_len = 0;
-        for (int c = 0; c < chunks; ++c) {
-          int64_t b = 0, e = 0;
-          ThreadPool::chunk_range(n, grain, chunks, c, &b, &e);
-          EXPECT_EQ(b, prev_end);
-          EXPECT_LE(b, e);
-          if (b < n) {
-            EXPECT_EQ(b % grain, 0);
-          }
-          prev_end = e;
-          const int64_t grains = (e - b + grain - 1) / grain;
-          min_len = std::min(min_len, grains);
-          max_len = std::max(max_len, grains);
+        std::mutex mu;
+        std::vector<Call> calls;
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int slot) {
+          std::lock_guard<std::mutex> lock(mu);
+          calls.push_back({b, e, slot, std::this_thread::get_id()});
+        });
+        const int64_t len = pool.chunk_grains(n, grain) * grain;
+        const int slots = pool.n_slots(n, grain);
+        std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.begin < b.begin; });
+        ASSERT_FALSE(calls.empty());
+        const int64_t n_grains = (n + grain - 1) / grain;
+        // About kChunksPerThread chunks per thread (fewer only when there are fewer grains).
+        EXPECT_EQ(static_cast<int64_t>(calls.size()), (n + len - 1) / len);
+        EXPECT_GE(static_cast<int64_t>(calls.size()),
+                  std::min<int64_t>(n_grains, int64_t{threads} * ThreadPool::kChunksPerThread) / 2);
+        std::vector<std::thread::id> slot_thread(static_cast<size_t>(threads));
+        for (size_t c = 0; c < calls.size(); ++c) {
+          EXPECT_EQ(calls[c].begin, static_cast<int64_t>(c) * len);
+          EXPECT_EQ(calls[c].end, std::min(n, (static_cast<int64_t>(c) + 1) * len));
+          ASSERT_GE(calls[c].slot, 0);
+          ASSERT_LT(calls[c].slot, slots) << n << " " << grain;
+          auto& id = slot_thread[static_cast<size_t>(calls[c].slot)];
+          if (id == std::thread::id()) id = calls[c].thread;
+          EXPECT_EQ(id, calls[c].thread) << "slot " << calls[c].slot << " ran on two threads";
         }
-        EXPECT_EQ(prev_end, n);
-        // Balanced: chunk sizes in grains differ by at most one.
-        if ((n + grain - 1) / grain >= chunks) {
-          EXPECT_LE(max_len - min_len, 1);
+        if (calls.size() > 1) {
+          EXPECT_EQ(calls[0].slot, 0);  // the caller runs the first chunk
+          EXPECT_EQ(calls[0].thread, std::this_thread::get_id());
         }
       }
     }
   }
 }
 
-TEST(ThreadPool, ChunkIndexMatchesStaticSplitAndRunsOnDistinctThreads) {
-  ThreadPool pool(3);
-  const int64_t n = 300, grain = 10;
-  ASSERT_EQ(pool.n_chunks(n, grain), 3);
-  std::vector<int64_t> begins(3, -1), ends(3, -1);
-  std::vector<std::thread::id> ids(3);
-  pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int c) {
-    begins[static_cast<size_t>(c)] = b;
-    ends[static_cast<size_t>(c)] = e;
-    ids[static_cast<size_t>(c)] = std::this_thread::get_id();
-  });
-  for (int c = 0; c < 3; ++c) {
-    int64_t b = 0, e = 0;
-    ThreadPool::chunk_range(n, grain, 3, c, &b, &e);
-    EXPECT_EQ(begins[static_cast<size_t>(c)], b);
-    EXPECT_EQ(ends[static_cast<size_t>(c)], e);
+// A slot's scratch is safe without a lock: two chunks of one slot never overlap in time, even when
+// chunks are slow and many.
+TEST(ThreadPool, ASlotNeverRunsTwoChunksAtOnce) {
+  ThreadPool pool(4);
+  const int64_t n = 64;
+  std::vector<std::atomic<int>> busy(static_cast<size_t>(pool.n_slots(n, 1)));
+  std::atomic<int> overlaps{0};
+  for (int iter = 0; iter < 20; ++iter) {
+    pool.parallel_for(n, 1, [&](int64_t, int64_t, int slot) {
+      if (busy[static_cast<size_t>(slot)].fetch_add(1) != 0) overlaps.fetch_add(1);
+      std::this_thread::yield();
+      busy[static_cast<size_t>(slot)].fetch_sub(1);
+    });
   }
-  EXPECT_EQ(ids[0], std::this_thread::get_id());  // the caller runs chunk 0
-  EXPECT_NE(ids[1], ids[0]);
-  EXPECT_NE(ids[2], ids[1]);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+// A worker that is stuck in its first chunk does not hold the others up: the caller (and any other
+// worker) claims every remaining chunk. The stuck chunk waits until all the others are done, which with a
+// static one-range-per-thread split would never happen for a range it owns.
+TEST(ThreadPool, OthersTakeEveryChunkAStuckWorkerHasNotClaimed) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    const int64_t n = 1000;
+    const int64_t len = pool.chunk_grains(n, 1);
+    const int64_t total = (n + len - 1) / len;
+    ASSERT_GE(total, 4);
+    std::atomic<int64_t> finished{0};
+    std::atomic<int> stuck_slot{-1};
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    bool timed_out = false;
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int slot) {
+      int expected = -1;
+      if (slot != 0 && stuck_slot.compare_exchange_strong(expected, slot)) {
+        // Hang guard only (a broken pool would deadlock here); not a performance threshold.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (finished.load() != total - 1 && !(timed_out = std::chrono::steady_clock::now() > deadline))
+          std::this_thread::yield();
+      }
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      finished.fetch_add(1);
+    });
+    EXPECT_FALSE(timed_out) << threads << " threads: the other threads did not take the stuck worker's share";
+    EXPECT_EQ(finished.load(), total);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+  }
 }
 
 TEST(ThreadPool, NestedParallelForRunsInline) {
@@ -83,9 +133,9 @@ TEST(ThreadPool, NestedParallelForRunsInline) {
   pool.parallel_for(4, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const auto outer = std::this_thread::get_id();
-      pool.parallel_for(10, 1, [&](int64_t b2, int64_t e2, int c2) {
+      pool.parallel_for(10, 1, [&](int64_t b2, int64_t e2, int slot) {
         EXPECT_EQ(std::this_thread::get_id(), outer);
-        EXPECT_EQ(c2, 0);
+        EXPECT_EQ(slot, 0);
         total.fetch_add(e2 - b2);
       });
     }
@@ -93,6 +143,8 @@ TEST(ThreadPool, NestedParallelForRunsInline) {
   EXPECT_EQ(total.load(), 40);
 }
 
+// Per-slot partial sums accumulated (a slot runs several chunks); every few dispatches the caller pauses
+// long enough for the workers to fall asleep, so both the spinning and the futex wake-up paths run.
 TEST(ThreadPool, ManyBackToBackDispatchesSumExactly) {
   ThreadPool pool(4);
   int64_t expected = 0, got = 0;
@@ -100,11 +152,12 @@ TEST(ThreadPool, ManyBackToBackDispatchesSumExactly) {
   for (int iter = 0; iter < 2000; ++iter) {
     const int64_t n = 1 + iter % 97;
     std::fill(partial.begin(), partial.end(), 0);
-    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int c) {
-      for (int64_t i = b; i < e; ++i) partial[static_cast<size_t>(c)] += i;
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int slot) {
+      for (int64_t i = b; i < e; ++i) partial[static_cast<size_t>(slot)] += i;
     });
     for (int64_t p : partial) got += p;
     expected += n * (n - 1) / 2;
+    if (iter % 400 == 399) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(got, expected);
 }

@@ -21,7 +21,7 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
   // not pay a pool wake-up for microseconds of work.
   const int64_t per_key = n_heads * head_dim;
   const int64_t kGrain = std::max<int64_t>(16, ((65536 / per_key + 15) / 16) * 16);
-  if (!opt.pool || opt.pool->n_chunks(n_keys, kGrain) <= 1) {
+  if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1) {
     fn(q, n_heads, head_dim, keys, 0, n_keys, w, scores);
     return;
   }

@@ -19,9 +19,8 @@ using detail::kTileRows;
 using detail::kTileTokens;
 
 template <typename T>
-T* grow(std::vector<T>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-  return v.data();
+T* grow(ScratchVec<T>& v, int64_t n) {
+  return v.grow(n);
 }
 
 template <typename Fn>

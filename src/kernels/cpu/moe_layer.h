@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/scratch.h"
 #include "kernels/cpu/moe_expert.h"
 
 namespace dsv4::kernels {
@@ -19,12 +20,15 @@ struct MoeLayerWeights {
   float swiglu_limit = 10.0f;         // ≤ 0 disables the clamp
 };
 
-// Grow-only buffers reused across calls (allocation only when a larger batch than before arrives).
+// Grow-only buffers reused across calls (allocation only when a larger batch than before arrives). The
+// token-sized ones are ScratchVecs: once steps keep asking much less (decode after a long prefill),
+// scratch_end_step gives the memory back. The expert-sized ones stay at their bound.
 struct MoeLayerScratch {
-  std::vector<float> xq, xperm, h, hperm;
-  std::vector<float> xq_bf16, h_bf16;  // the shared expert's activations as bf16 words (bf16 FP8 tile)
-  std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, assign_token, row_offset;
-  std::vector<float> assign_weight;
+  ScratchVec<float> xq, xperm, h, hperm;
+  ScratchVec<float> xq_bf16, h_bf16;  // the shared expert's activations as bf16 words (bf16 FP8 tile)
+  ScratchVec<int32_t> assign_token;
+  ScratchVec<float> assign_weight;
+  std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, row_offset;
 };
 
 // x: [n_tokens, d_model] bf16 values (the ffn_norm output; fake-quantized here, once per token);

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/formats.h"
+#include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_tiles.h"
 
@@ -20,15 +21,16 @@ constexpr int64_t kRowBlock = 32;  // rows swept per token group (prefill cache 
 constexpr int64_t kRowGrain = 16;  // pool chunks start on multiples of this (keeps tile pairs fixed)
 
 // Grow-only per-thread buffer for the prepared (FP4-permuted, bf16 or aligned fp32) activations: allocates
-// when a larger shape is first seen, never in steady-state decode. 64-byte aligned: the tiles load
-// activations as whole zmm vectors, and a load that straddles two cache lines costs two load-port slots
-// (at 8 tokens that doubled the BF16 tile's time).
+// when a larger shape is first seen, never in steady-state decode; given back by scratch_end_step once steps
+// keep asking much less (core/scratch.h). 64-byte aligned: the tiles load activations as whole zmm vectors,
+// and a load that straddles two cache lines costs two load-port slots (at 8 tokens that doubled the BF16
+// tile's time).
 float* x_scratch(int64_t n) {
   constexpr int64_t kAlignFloats = 16;
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n + kAlignFloats) buf.resize(static_cast<size_t>(n + kAlignFloats));
-  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
-  return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  thread_local ScratchVec<float> buf;  // [n_tokens, ldx] + the alignment slack
+  float* p = buf.grow(n + kAlignFloats);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - addr % 64) % 64) / sizeof(float);
 }
 
 // x [n_tokens, k] itself when 64-byte aligned or a single token, else an aligned copy: the fp32 tiles load
@@ -47,13 +49,13 @@ template <typename RowsFn>
 bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_tokens, RowsFn rows_fn,
              const MatmulOptions& opt) {
   if (isa != Isa::kAmx || n_tokens < detail::kAmxMinTokens || k % 32 != 0 || k == 0) return false;
-  thread_local std::vector<uint32_t> xpack;
-  const auto words = static_cast<size_t>(detail::amx_packed_x_words(n_tokens, k));
-  if (xpack.size() < words) xpack.resize(words);
+  thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs, [n_tokens, k / 2] in AMX tile order
+  xpack.grow(detail::amx_packed_x_words(n_tokens, k));
   if (!detail::amx_pack_x(x, n_tokens, k, xpack.data())) return false;
   const uint32_t* xp = xpack.data();
   auto body = [&](int64_t r0, int64_t r1, int) {
-    // Each thread's decoded 16-row block (kept in this baseline file: see quant_gemm_amx.cc).
+    // Each thread's decoded 16-row block (kept in this baseline file: see quant_gemm_amx.cc). Bounded by
+    // the weight's k, not by the batch: a plain grow-only vector.
     thread_local std::vector<uint16_t> apack;
     if (static_cast<int64_t>(apack.size()) < detail::amx_apack_elems(k)) apack.resize(static_cast<size_t>(detail::amx_apack_elems(k)));
     rows_fn(xp, r0, r1, apack.data());

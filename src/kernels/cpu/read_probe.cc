@@ -78,9 +78,10 @@ int64_t last_level_cache_bytes() {
 uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool) {
   if (pool == nullptr) return sum_words(data, n_words);
   std::vector<uint64_t> partial(static_cast<size_t>(pool->n_threads()), 0);
-  // Grain of 8 words keeps every chunk 64-byte aligned.
-  pool->parallel_for(n_words, 8, [&](int64_t b, int64_t e, int c) {
-    partial[static_cast<size_t>(c)] = sum_words(data + b, e - b);
+  // Grain of 8 words keeps every chunk 64-byte aligned. A slot may run several chunks: accumulate
+  // (wrapping uint64 addition, so the checksum does not depend on the schedule).
+  pool->parallel_for(n_words, 8, [&](int64_t b, int64_t e, int slot) {
+    partial[static_cast<size_t>(slot)] += sum_words(data + b, e - b);
   });
   uint64_t total = 0;
   for (uint64_t p : partial) total += p;

@@ -95,14 +95,14 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   // Small calls (under ~256K multiply-adds of q·k) stay on the calling thread: a pool wake-up would cost
   // more than the work.
   const bool small = shape.n_heads * n_idx * shape.head_dim < (int64_t{1} << 18);
-  const int n_chunks = opt.pool && !small ? opt.pool->n_chunks(shape.n_heads, kGrain) : 1;
-  if (static_cast<int>(scratch.slots.size()) < n_chunks) scratch.slots.resize(static_cast<size_t>(n_chunks));
-  if (n_chunks <= 1) {
+  const int n_slots = opt.pool && !small ? opt.pool->n_slots(shape.n_heads, kGrain) : 1;
+  if (static_cast<int>(scratch.slots.size()) < n_slots) scratch.slots.resize(static_cast<size_t>(n_slots));
+  if (n_slots <= 1) {
     heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn);
     return;
   }
-  opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int c) {
-    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(c)], scores_fn, pv_fn);
+  opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int slot) {
+    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], scores_fn, pv_fn);
   });
 }
 

@@ -1,6 +1,8 @@
 // model/deepseek_v4: block forward (spec §2.2).
 #include "model/deepseek_v4/block.h"
 
+#include "core/scratch.h"
+
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
 #include "ops/reference/norm.h"
@@ -11,10 +13,8 @@ namespace {
 // Grow-only per-thread buffer: allocates only when a larger batch than before arrives, never in a steady
 // decode loop. `slot` keeps the buffers a call holds at the same time apart.
 float* scratch(int slot, int64_t n) {
-  thread_local std::vector<float> bufs[7];
-  std::vector<float>& b = bufs[slot];
-  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
-  return b.data();
+  thread_local ScratchVec<float> bufs[7];  // trimmed at the end of a forward (core/scratch.h)
+  return bufs[slot].grow(n);
 }
 enum Slot { kAttnNorm, kFfnNorm, kY, kPost, kComb, kSub, kH2 };
 

@@ -90,8 +90,8 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
 void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
                         CompressorProjection* p) {
   const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
-  p->kv.resize(static_cast<size_t>(n * width));
-  p->score.resize(static_cast<size_t>(n * width));
+  p->kv.grow(n * width);
+  p->score.grow(n * width);
   linear(ex, w.wkv, x, n, p->kv.data());
   linear(ex, w.wgate, x, n, p->score.data());
 }

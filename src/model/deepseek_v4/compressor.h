@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/scratch.h"
 #include "model/sequence_state.h"
 #include "model/weights.h"
 
@@ -27,7 +28,7 @@ int32_t partial_page_rows(int64_t ratio);
 // The compressor's two projections of x[n, dim] (fp32 GEMMs): kv, score [n, coff·dc] each. Rows are
 // independent, so a batch projects every sequence's rows at once and each sequence consumes its own.
 struct CompressorProjection {
-  std::vector<float> kv, score;
+  ScratchVec<float> kv, score;  // [n, width] each
 };
 void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
                         CompressorProjection* p);

@@ -20,9 +20,9 @@ void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const flo
                      IndexerProjection* p) {
   const ModelConfig& c = ctx.cfg;
   const int64_t nh = c.index_n_heads, hd = c.index_head_dim;
-  p->q.resize(static_cast<size_t>(n * nh * hd));
+  p->q.grow(n * nh * hd);
   linear(ctx.exec, w.wq_b, qr, n, p->q.data());
-  p->weights.resize(static_cast<size_t>(n * nh));
+  p->weights.grow(n * nh);
   linear(ctx.exec, w.weights_proj, x, n, p->weights.data());
   const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
   for (float& v : p->weights) v = round_bf16(v * scale);

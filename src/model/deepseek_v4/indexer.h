@@ -16,7 +16,7 @@ namespace dsv4::v4 {
 // (before RoPE), head weights [n, nh] = bf16(bf16(weights_proj·x) · hd^-0.5 · nh^-0.5), and its
 // compressor's projections of x. x: [n, dim] attention input; qr: [n, q_lora_rank].
 struct IndexerProjection {
-  std::vector<float> q, weights;
+  ScratchVec<float> q, weights;  // [n, index_heads, index_head_dim], [n, index_heads]
   CompressorProjection keys;
 };
 void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,

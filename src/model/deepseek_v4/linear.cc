@@ -7,16 +7,14 @@
 
 #include "core/check.h"
 #include "core/quant.h"
+#include "core/scratch.h"
 
 namespace dsv4::v4 {
 namespace {
 
 // Grow-only per-thread buffers: allocation only when a larger shape than before arrives, never in a
 // steady decode loop.
-float* scratch(std::vector<float>& buf, int64_t n) {
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
+float* scratch(ScratchVec<float>& buf, int64_t n) { return buf.grow(n); }
 
 // Below this many multiply-adds a GEMM runs on the calling thread: waking the pool costs more than it
 // saves (~tens of µs per dispatch, far more when the machine is oversubscribed and a worker is not
@@ -66,7 +64,7 @@ void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t 
   if (w.params.act_quant == ref::ActQuant::kFp8Block128) {
     // Spec §3: per token, 1×128 K-blocks (k % 128 == 0, checked at load), so the whole [n, k] buffer
     // quantizes block by block exactly as ref::linear quantizes each row.
-    thread_local std::vector<float> xq_buf;
+    thread_local ScratchVec<float> xq_buf;
     float* xq = scratch(xq_buf, n * k);
     std::copy_n(x, n * k, xq);
     fake_quant_fp8(std::span<float>(xq, static_cast<size_t>(n * k)), 128);
@@ -84,7 +82,7 @@ void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t 
 void grouped_linear(const Execution& ex, const LinearWeight& w, int64_t n_groups, const float* x, int64_t n,
                     float* out) {
   const int64_t k = w.params.n_in, rows = w.params.n_out / n_groups;
-  thread_local std::vector<float> xg_buf, yg_buf;
+  thread_local ScratchVec<float> xg_buf, yg_buf;
   float* xg = scratch(xg_buf, n * k);     // [n, k] this group's inputs
   float* yg = scratch(yg_buf, n * rows);  // [n, rows]
   for (int64_t g = 0; g < n_groups; ++g) {

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
 #include "model/deepseek_v4/linear.h"
@@ -31,8 +32,8 @@ void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
 const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_mix, const float* H, int64_t n) {
   if (ctx.exec.backend != Backend::kCpu) return nullptr;
   const auto p = ctx.hc_params();
-  thread_local std::vector<float> m;
-  if (static_cast<int64_t>(m.size()) < n * n_mix) m.resize(static_cast<size_t>(n * n_mix));
+  thread_local ScratchVec<float> m;
+  m.grow(n * n_mix);
   kernels::hc_mixes(w.fn.data(), n_mix, p.hc_mult * p.dim, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
   return m.data();
 }
@@ -66,8 +67,8 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
   const auto p = ctx.hc_params();
-  thread_local std::vector<float> h;  // [n, dim], grow-only
-  if (static_cast<int64_t>(h.size()) < n * p.dim) h.resize(static_cast<size_t>(n * p.dim));
+  thread_local ScratchVec<float> h;  // [n, dim], grow-only (trimmed at the end of a forward)
+  h.grow(n * p.dim);
   float* hbuf = h.data();  // this thread's buffer: the lambda may run on pool workers
   const float* m = batch_mixes(ctx, hc_head, p.hc_mult, H, n);
   for_tokens(ctx, n, [&](int64_t i) {

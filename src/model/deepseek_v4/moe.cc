@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/formats.h"
+#include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/moe_layer.h"
@@ -17,6 +18,10 @@ namespace {
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+template <typename T>
+void grow(ScratchVec<T>& v, int64_t n) {
+  v.grow(n);
 }
 
 // One SwiGLU expert on one token: w2·bf16(route_weight·silu(min(w1x, L))·clamp(w3x, ±L)) → bf16 [dim].
@@ -61,8 +66,9 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
   const bool hash = c.is_hash_layer(il);
   // Routing for every token: z = gate·x (fp32 GEMM), σ = sqrt-softplus, top-k (hash: the token's table row).
   // Grow-only per-thread buffers: no allocation in a steady decode loop.
-  thread_local std::vector<float> z, sigma, wk;
-  thread_local std::vector<int32_t> idx;
+  thread_local ScratchVec<float> z, wk;  // [n, E], [n, K]: trimmed at the end of a forward
+  thread_local std::vector<float> sigma;
+  thread_local ScratchVec<int32_t> idx;
   grow(z, n * E);
   grow(sigma, E);
   grow(wk, n * K);

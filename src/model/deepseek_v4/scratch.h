@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/scratch.h"
 #include "model/kv_pages.h"
 
 namespace dsv4::v4 {
@@ -25,6 +26,13 @@ T* grow_only(std::vector<T>& v, int64_t n, int64_t room = 0) {
   if (v.capacity() < need) v.reserve(std::max(need, static_cast<size_t>(std::max<int64_t>(room, 0))));
   v.resize(need);
   return v.data();
+}
+
+// The trimmable per-thread buffer (core/scratch.h): the same growth, and memory given back a few steps
+// after a large prefill.
+template <typename T>
+T* grow_only(ScratchVec<T>& v, int64_t n, int64_t room = 0) {
+  return v.grow(n, room);
 }
 
 }  // namespace dsv4::v4

@@ -9,12 +9,14 @@
 
 #include "runtime/engine_core.h"
 #include "runtime/testing/fake_model_runner.h"
+#include "runtime_tiny_model.h"  // greedy()
 
 namespace dsv4 {
 namespace {
 
 using testing::FakeModelOptions;
 using testing::FakeModelRunner;
+using test::greedy;
 
 struct Result_ {
   std::vector<std::vector<int32_t>> tokens;
@@ -155,15 +157,6 @@ std::vector<int32_t> run_alone_on(EngineCore& core, RequestId id, const Generati
   for (int64_t steps = 0; core.has_work() && steps < 10000; ++steps) EXPECT_TRUE(core.step().is_ok());
   EXPECT_FALSE(core.has_work()) << "no progress";
   return tokens;
-}
-
-GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
-  GenerationRequest r;
-  r.prompt_ids = std::move(prompt);
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
 }
 
 // The cached sequences hold the whole budget when a request extending one of them arrives; its copy of

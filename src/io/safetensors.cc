@@ -303,7 +303,34 @@ Result<IndexFile> read_index(const std::filesystem::path& index_path) {
 
 }  // namespace
 
-Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file) {
+Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint64_t file_bytes) {
+  ResidencyChoice c;
+  c.requested = options.residency;
+  c.file_bytes = file_bytes;
+  c.mem_available = options.mem_available ? options.mem_available() : mem_available_bytes();
+  const bool fits = c.mem_available && static_cast<double>(file_bytes) <=
+                                           options.auto_copy_fraction * static_cast<double>(*c.mem_available);
+  switch (options.residency) {
+    case Residency::kCopy:
+      if (c.mem_available && file_bytes > *c.mem_available)
+        return resource_exhausted("checkpoint.copy_no_memory",
+                                  "copying the checkpoint needs " + std::to_string(file_bytes >> 20) + " MiB but only " +
+                                      std::to_string(*c.mem_available >> 20) +
+                                      " MiB are available; use --weights mmap (pages in on demand)");
+      c.resolved = Residency::kCopy;
+      break;
+    case Residency::kAuto:
+      c.resolved = fits ? Residency::kCopy : Residency::kMmap;
+      break;
+    case Residency::kMmap:
+      c.resolved = Residency::kMmap;
+      break;
+  }
+  c.populate = c.resolved == Residency::kMmap && options.populate && fits;
+  return c;
+}
+
+Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, const CheckpointOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   Checkpoint ck;
@@ -334,7 +361,14 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file) {
   if (dir.empty()) dir = ".";
   const fs::path canon_dir = fs::weakly_canonical(dir, ec);
   if (ec) return io_error("checkpoint.dir", dir.string() + ": " + ec.message());
-  // Pass 1: map and validate every shard on its own.
+  uint64_t file_bytes = 0;
+  for (const std::string& shard : shard_names) {
+    const auto n = fs::file_size(dir / shard, ec);  // a missing shard is reported below, by name
+    if (!ec) file_bytes += n;
+  }
+  DSV4_ASSIGN_OR_RETURN(ck.residency_, choose_residency(options, file_bytes));
+  const FileLoadOptions load{ck.residency_.resolved, ck.residency_.populate, options.copy_chunk_bytes};
+  // Pass 1: map (or copy) and validate every shard on its own — the same validation for every residency.
   std::vector<std::vector<TensorInfo>> per_shard;
   for (const std::string& shard : shard_names) {
     const fs::path p = dir / shard;
@@ -348,7 +382,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file) {
       if (rel.empty() || *rel.begin() == "..")
         return bad("index.shard_escapes", p.string(), "", "shard resolves outside the model directory");
     }
-    DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(p));
+    DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(p, load));
     DSV4_ASSIGN_OR_RETURN(auto infos, SafetensorsFile::parse(mapped->bytes(), p.string()));
     ck.shard_paths_.push_back(p);
     ck.files_.push_back(std::move(mapped));

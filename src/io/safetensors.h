@@ -1,12 +1,14 @@
-// io: safetensors checkpoints, single file or sharded (model.safetensors.index.json). Files are mapped
-// lazily and validated strictly as untrusted input (docs/reliability.md §A): every rejection is a
-// Status with code kInvalidFile and a stable rule id naming the broken rule, the file and the tensor.
+// io: safetensors checkpoints, single file or sharded (model.safetensors.index.json). Shards are mapped
+// (lazily or populated) or copied to huge pages (CheckpointOptions), then validated strictly as untrusted
+// input (docs/reliability.md §A) by the same code whatever the residency: every rejection is a Status with
+// code kInvalidFile and a stable rule id naming the broken rule, the file and the tensor.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -49,10 +51,44 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// How Checkpoint::open holds the shards' bytes.
+struct CheckpointOptions {
+  // kMmap: a read-only file mapping per shard. kCopy: a copy per shard in anonymous memory on huge pages
+  // (faster decode: fewer TLB misses; costs a read of the checkpoint at load and unreclaimable memory).
+  // kAuto: kCopy when the checkpoint fits comfortably (below), else kMmap.
+  Residency residency = Residency::kMmap;
+  // kMmap: fault every page in at open when the checkpoint fits comfortably, so decode never page-faults
+  // (a checkpoint that does not fit would evict its own pages: it stays lazy). Tools that only read the
+  // tensor table leave this off.
+  bool populate = false;
+  // "Fits comfortably": total shard bytes <= auto_copy_fraction × MemAvailable. 0.75 leaves a quarter of
+  // what the kernel could give for the sequences' state pages, activations and the rest of the system
+  // (and MemAvailable already counts the checkpoint's own page cache, which a copy drops as it reads).
+  double auto_copy_fraction = 0.75;
+  // MemAvailable in bytes (nullopt: unknown → kAuto maps, kCopy skips its memory check); tests inject a
+  // limit. Default: /proc/meminfo.
+  std::function<std::optional<uint64_t>()> mem_available;
+  uint64_t copy_chunk_bytes = 64ull << 20;  // kCopy: pread size (each chunk then leaves the page cache)
+};
+
+// What Checkpoint::open decided, and from what.
+struct ResidencyChoice {
+  Residency requested = Residency::kMmap;
+  Residency resolved = Residency::kMmap;  // kMmap or kCopy
+  bool populate = false;                  // kMmap: pages faulted in at open
+  uint64_t file_bytes = 0;                // all shards' file sizes
+  std::optional<uint64_t> mem_available;  // as read at open
+};
+// The decision alone (no file is touched): kCopy with file_bytes > MemAvailable is kResourceExhausted
+// (rule "checkpoint.copy_no_memory", hint: --weights mmap) before any byte is read.
+Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint64_t file_bytes);
+
 // A model's weights: DIR/model.safetensors.index.json + shards, or DIR/*.safetensors, or one file.
 class Checkpoint {
  public:
-  static Result<Checkpoint> open(const std::filesystem::path& dir_or_file);
+  static Result<Checkpoint> open(const std::filesystem::path& dir_or_file, const CheckpointOptions& options = {});
+
+  const ResidencyChoice& residency() const { return residency_; }
 
   const TensorInfo* find(std::string_view name) const;
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
@@ -72,6 +108,7 @@ class Checkpoint {
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::filesystem::path> shard_paths_;
   std::vector<TensorInfo> tensors_;
+  ResidencyChoice residency_;
   std::shared_ptr<ProgressState> progress_;  // null: no progress reporting
 };
 

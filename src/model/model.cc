@@ -17,7 +17,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
     return invalid_argument("model.threads", "thread count must be >= 0 (0 = one per CPU), got " +
                                                  std::to_string(options.threads));
   DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
-  DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
+  CheckpointOptions residency = options.weights;
+  if (options.backend == Backend::kReference && residency.residency == Residency::kAuto)
+    residency.residency = Residency::kMmap;
+  DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir, residency));
   // The whole tensor table first (names, dtypes, shapes), so a bad checkpoint names all its problems.
   DSV4_RETURN_IF_ERROR(check_checkpoint(cfg, ck).to_status(dir.string()));
   ck.set_progress(options.progress);  // after the check, which looks every tensor up without reading it

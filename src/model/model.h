@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "io/model_config.h"
+#include "io/safetensors.h"
 #include "model/deepseek_v4/block.h"
 #include "model/deepseek_v4/context.h"
 #include "model/sequence_state.h"
@@ -46,6 +47,14 @@ struct ForwardTrace {
   std::vector<v4::BlockTrace> layers;
 };
 
+// The residency a model loads with unless told otherwise: auto, populated (ModelOptions::weights).
+inline CheckpointOptions model_checkpoint_options() {
+  CheckpointOptions o;
+  o.residency = Residency::kAuto;
+  o.populate = true;
+  return o;
+}
+
 struct ModelOptions {
   Backend backend = Backend::kCpu;
   int threads = 0;                         // the model's thread pool, calling thread included; 0 = one per CPU
@@ -53,6 +62,11 @@ struct ModelOptions {
   // Optional loading progress (a progress bar): (bytes of weights reached, total bytes) as the loader
   // reaches each tensor (Checkpoint::set_progress).
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
+  // How the checkpoint is resident (io/safetensors.h). Default: auto with populate — the weights are
+  // copied to huge pages when they fit comfortably in available memory, else mapped (and faulted in at
+  // load when that fits). The reference backend decodes every linear to fp32 at load, so for it auto
+  // means mmap (a copy would only add a read of the checkpoint).
+  CheckpointOptions weights = model_checkpoint_options();
 };
 
 class Model {

@@ -2,6 +2,8 @@
 // output shapes, decode/chunked agreement through the CLI, golden-layout intermediates, teacher mode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "golden_metrics.h"
 #include "io/npy.h"
 #include "test_util.h"
@@ -81,6 +83,11 @@ TEST(LogitsCli, BadInputs) {
   EXPECT_NE(r.output.find("model.token_ids"), std::string::npos) << r.output;
   r = run_command(q(cli_path()) + " logits --model " + q(ck) + " --out " + q(tmp / "o.npy"));
   EXPECT_NE(r.exit_code, 0);
+  // A bad model flag is one line naming the flag and its choices, before anything loads.
+  r = run_command(q(cli_path()) + " generate --prompt-ids 0 -n 1 --model " + q(ck) + " --weights bogus");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("[cli.weights]: --weights must be mmap, copy or auto, got 'bogus'"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
 }
 
 TEST(GenerateCli, GreedyIsDeterministicAndFollowsTheLogits) {

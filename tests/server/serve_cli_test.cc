@@ -80,6 +80,7 @@ TEST(ServeCli, ModelLoadErrorsAreClear) {
   // Model flags are checked before anything is loaded or generated.
   expect_error("--model " + golden.string() + " --isa bogus", "cli.isa", "--isa must be");
   expect_error("--model " + golden.string() + " --backend gpu", "cli.backend", "--backend must be cpu or reference");
+  expect_error("--model " + golden.string() + " --weights bogus", "cli.weights", "--weights must be mmap, copy or auto");
 
   dsv4::test::TempDir tmp;
   std::filesystem::create_directories(tmp / "bad");

@@ -26,6 +26,7 @@
 
 #include "bench_util.h"
 #include "io/model_config.h"
+#include "core/host_memory.h"
 #include "kernels/cpu/isa.h"
 #include "io/safetensors.h"
 #include "model/cost_model.h"
@@ -87,6 +88,37 @@ Result<WeightBytes> weight_bytes(const std::filesystem::path& dir) {
   return w;
 }
 
+// How the weights ended up resident: the mode asked for and chosen, whether a mapping was faulted in at
+// load, the load time, and the process's huge-page bytes right after load (smaps_rollup) — a copy that
+// the kernel could not back with huge pages shows here as anon_huge_bytes far below the checkpoint.
+nlohmann::json residency_report(const ResidencyChoice& c, double load_seconds) {
+  nlohmann::json j = {{"requested", residency_name(c.requested)},
+                      {"mode", residency_name(c.resolved)},
+                      {"populated", c.populate},
+                      {"checkpoint_bytes", c.file_bytes},
+                      {"load_seconds", load_seconds}};
+  if (c.mem_available) j["mem_available_bytes"] = *c.mem_available;
+  const HugePageUsage u = process_huge_pages();
+  if (u.known) {
+    j["anon_huge_bytes"] = u.anon_huge_bytes;
+    j["file_huge_bytes"] = u.file_huge_bytes;
+  }
+  return j;
+}
+
+void print_residency(const nlohmann::json& w) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  std::printf("\nmodel weights: --weights %s -> %s%s, %.2f GiB loaded in %.2f s",
+              w["requested"].get<std::string>().c_str(), w["mode"].get<std::string>().c_str(),
+              w["populated"].get<bool>() ? " (populated at load)" : "",
+              w["checkpoint_bytes"].get<double>() / kGiB, w["load_seconds"].get<double>());
+  if (w.contains("mem_available_bytes")) std::printf(" (MemAvailable %.1f GiB)", w["mem_available_bytes"].get<double>() / kGiB);
+  if (w.contains("anon_huge_bytes"))
+    std::printf("; process huge pages: %.2f GiB anon, %.2f GiB file", w["anon_huge_bytes"].get<double>() / kGiB,
+                w["file_huge_bytes"].get<double>() / kGiB);
+  std::printf("\n");
+}
+
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& v : t) v = static_cast<int32_t>(2 + splitmix(seed) % static_cast<uint64_t>(vocab - 2));
@@ -107,13 +139,17 @@ Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prom
 
 Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const ModelBenchOptions& opt) {
   DSV4_ASSIGN_OR_RETURN(WeightBytes wb, weight_bytes(dir));
+  const auto load_t0 = Clock::now();
   DSV4_ASSIGN_OR_RETURN(auto model, Model::load(dir, opt.model));
+  const double load_seconds = seconds_since(load_t0);
   const ModelConfig& cfg = model->config();
   const int64_t V = cfg.vocab_size;
   nlohmann::json j;
   j["backend"] = backend_name(opt.model.backend);
   j["threads"] = model->threads();
   j["dense_weight_bytes_per_step"] = wb.dense;
+  j["weights"] = residency_report(model->weights().checkpoint->residency(), load_seconds);
+  if (!opt.quiet) print_residency(j["weights"]);
 
   // 1. Prefill: one sequence, one forward of prefill_tokens.
   {

@@ -1,10 +1,10 @@
-// tools: --backend / --threads / --isa.
+// tools: --backend / --threads / --isa / --weights.
 #include "model_flags.h"
 
 namespace dsv4::cli {
 
 const std::vector<std::string>& model_flag_names() {
-  static const std::vector<std::string> names = {"--backend", "--threads", "--isa"};
+  static const std::vector<std::string> names = {"--backend", "--threads", "--isa", "--weights"};
   return names;
 }
 
@@ -14,7 +14,19 @@ const char* model_flags_usage() {
          "  --threads N   worker threads including the caller (default 0 = one per CPU)\n"
          "  --isa I       cpu kernels' ISA: auto, amx, avx512, avx2, scalar; an unsupported one falls back to the\n"
          "                best. Below amx, a row's logits do not depend on the rest of the batch, so serve and\n"
-         "                generate-batch default to avx512 (the best below amx); the others to auto\n";
+         "                generate-batch default to avx512 (the best below amx); the others to auto\n"
+         "  --weights W   how the checkpoint is held in memory: copy (read into anonymous memory on 2 MiB huge\n"
+         "                pages: fastest decode; load reads the whole checkpoint once), mmap (a read-only file\n"
+         "                mapping, faulted in at load when it fits in memory; for checkpoints near or above\n"
+         "                RAM) or auto (default: copy when it takes at most 3/4 of MemAvailable, else mmap)\n";
+}
+
+Result<Residency> parse_weights_flag(const Args& a) {
+  const std::string w = a.get_or("--weights", "auto");
+  Residency r = Residency::kAuto;
+  if (!parse_residency(w, &r))
+    return invalid_argument("cli.weights", "--weights must be mmap, copy or auto, got '" + w + "'");
+  return r;
 }
 
 Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa) {
@@ -28,6 +40,7 @@ Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa
   const std::string isa = a.get_or("--isa", "");
   if (!isa.empty() && !kernels::parse_isa(isa.c_str(), &o.isa))
     return invalid_argument("cli.isa", "--isa must be auto, amx, avx512, avx2 or scalar, got '" + isa + "'");
+  DSV4_ASSIGN_OR_RETURN(o.weights.residency, parse_weights_flag(a));
   return o;
 }
 

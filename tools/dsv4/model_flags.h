@@ -1,4 +1,4 @@
-// tools: the flags every model-running subcommand shares — --backend, --threads, --isa — parsed into
+// tools: the flags every model-running subcommand shares — --backend, --threads, --isa, --weights — parsed into
 // ModelOptions, so logits, generate and generate-batch (and bench) construct the model the same way.
 #pragma once
 
@@ -15,7 +15,9 @@ namespace dsv4::cli {
 const std::vector<std::string>& model_flag_names();
 // Usage lines for them (each ends in '\n').
 const char* model_flags_usage();
-// Defaults: --backend cpu, --threads 0 (one per CPU), --isa `default_isa`.
+// --weights alone (bench parses its own flags): mmap | copy | auto, default auto.
+Result<Residency> parse_weights_flag(const Args& a);
+// Defaults: --backend cpu, --threads 0 (one per CPU), --isa `default_isa`, --weights auto.
 // Commands that batch independent requests together (serve, generate-batch) pass kBatchInvariantIsa.
 Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa = kernels::Isa::kAuto);
 

@@ -88,11 +88,12 @@ uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool) {
   return total;
 }
 
-ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool) {
+ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages) {
   DSV4_CHECK(bytes >= 64 && passes >= 1, "read probe needs at least 64 bytes and one pass");
   const int64_t n_words = bytes / 8 / 8 * 8;
-  auto* data = static_cast<uint64_t*>(std::aligned_alloc(64, static_cast<size_t>(n_words) * 8));
-  DSV4_CHECK(data != nullptr, "read probe: allocation failed");
+  auto mem = PageMemory::allocate(static_cast<uint64_t>(n_words) * 8, pages);
+  DSV4_CHECK(mem.is_ok(), "read probe: allocation failed");
+  auto* data = reinterpret_cast<uint64_t*>(mem->data());
   // Fault the pages in from the threads that will read them (first touch places them on their node).
   auto fill = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) data[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
@@ -105,6 +106,8 @@ ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool) {
   ReadProbeResult r;
   r.bytes = n_words * 8;
   r.passes = passes;
+  r.pages = pages;
+  r.huge_page_bytes = anon_huge_bytes_at(data);
   r.checksum = read_sum(data, n_words, pool);  // warm-up
   double sum_gbps = 0;
   for (int p = 0; p < passes; ++p) {
@@ -119,7 +122,6 @@ ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool) {
     sum_gbps += gbps;
   }
   r.mean_gbps = sum_gbps / passes;
-  std::free(data);
   return r;
 }
 

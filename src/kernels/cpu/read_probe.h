@@ -1,9 +1,14 @@
 // kernels: a STREAM-like read-bandwidth probe — the machine's own ceiling that the bench compares the
 // weight-streaming kernels against. Sums 64-bit words over a buffer much larger than the last-level
-// cache, split statically across the thread pool, and keeps the best of several passes.
+// cache, split statically across the thread pool, and keeps the best of several passes. The buffer is
+// on 4 KiB pages or on 2 MiB huge pages: the TLB misses of 4 KiB pages cost bandwidth, so an honest
+// ceiling is the higher of the two (weights may be on either, core/host_memory.h).
 #pragma once
 
 #include <cstdint>
+#include <optional>
+
+#include "core/host_memory.h"
 
 namespace dsv4 {
 class ThreadPool;
@@ -21,6 +26,8 @@ struct ReadProbeResult {
   double best_cpu_gbps = 0;
   int64_t bytes = 0;  // buffer size
   int passes = 0;
+  PageKind pages = PageKind::kSmall;           // what the buffer asked for
+  std::optional<uint64_t> huge_page_bytes;     // of the buffer, as the kernel granted them (/proc/self/smaps)
   uint64_t checksum = 0;  // keeps the loads observable (and lets a caller sanity-check the buffer)
 };
 
@@ -28,8 +35,8 @@ struct ReadProbeResult {
 int64_t last_level_cache_bytes();
 
 // Reads `bytes` (rounded down to 64) `passes` times after one warm-up pass that also faults the pages in.
-// The buffer is allocated here and freed before returning.
-ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool);
+// The buffer (anonymous memory of the given page kind) is allocated here and freed before returning.
+ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages = PageKind::kSmall);
 
 // One multi-threaded read pass over [data, data + n_words): the sum of all words.
 uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool);

@@ -1,0 +1,75 @@
+// tests/model: the model computes the same logits whatever the weights' residency — a huge-page copy,
+// a populated mapping or a lazy one (ModelOptions::weights) — bit for bit, on the golden tiny model.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "io/npy.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace dsv4 {
+namespace {
+
+std::filesystem::path tiny_dir() { return test::shared_dir() / "golden/tiny/checkpoint"; }
+
+struct PrefillRun {
+  ResidencyChoice residency;
+  std::vector<float> logits;  // [n_tokens, vocab]
+};
+
+PrefillRun prefill(Residency residency, bool populate, const std::vector<int32_t>& ids) {
+  ModelOptions o;
+  o.threads = 2;
+  o.isa = kernels::Isa::kAvx512;  // batch-invariant below AMX; every run uses the same kernels
+  o.weights.residency = residency;
+  o.weights.populate = populate;
+  o.weights.mem_available = [] { return std::optional<uint64_t>(64ull << 30); };
+  auto m = Model::load(tiny_dir(), o);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  if (!m.is_ok()) return {};
+  auto s = (*m)->new_sequence();
+  SequenceState* st[] = {s.get()};
+  std::vector<BatchToken> b;
+  for (size_t i = 0; i < ids.size(); ++i) b.push_back({0, static_cast<int32_t>(i), ids[i], true});
+  PrefillRun r;
+  r.residency = (*m)->weights().checkpoint->residency();
+  EXPECT_TRUE((*m)->forward(b, st, &r.logits).is_ok());
+  return r;
+}
+
+TEST(WeightsResidency, CopyAndMmapGiveIdenticalLogits) {
+  auto toks = read_npy(test::shared_dir() / "golden/tiny/golden/tokens.npy");
+  ASSERT_TRUE(toks.is_ok());
+  std::vector<int32_t> ids;
+  for (int64_t v : toks->to_i64()) ids.push_back(static_cast<int32_t>(v));
+  ids.resize(96);  // crosses the sliding window and several compressed blocks
+  const PrefillRun copy = prefill(Residency::kCopy, true, ids);
+  const PrefillRun mapped = prefill(Residency::kMmap, true, ids);
+  const PrefillRun lazy = prefill(Residency::kMmap, false, ids);
+  EXPECT_EQ(copy.residency.resolved, Residency::kCopy);
+  EXPECT_EQ(mapped.residency.resolved, Residency::kMmap);
+  EXPECT_TRUE(mapped.residency.populate);
+  EXPECT_FALSE(lazy.residency.populate);
+  ASSERT_EQ(copy.logits.size(), ids.size() * 1024);
+  ASSERT_EQ(mapped.logits.size(), copy.logits.size());
+  ASSERT_EQ(lazy.logits.size(), copy.logits.size());
+  EXPECT_EQ(std::memcmp(copy.logits.data(), mapped.logits.data(), copy.logits.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(copy.logits.data(), lazy.logits.data(), copy.logits.size() * sizeof(float)), 0);
+}
+
+TEST(WeightsResidency, ModelsDefaultToAutoAndTheReferenceBackendMaps) {
+  auto m = Model::load(tiny_dir());
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->weights().checkpoint->residency().requested, Residency::kAuto);
+  // The reference backend decodes every linear to fp32 at load: a copy would only add a read.
+  ModelOptions o;
+  o.backend = Backend::kReference;
+  o.weights.mem_available = [] { return std::optional<uint64_t>(64ull << 30); };
+  auto r = Model::load(tiny_dir(), o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->weights().checkpoint->residency().resolved, Residency::kMmap);
+}
+
+}  // namespace
+}  // namespace dsv4

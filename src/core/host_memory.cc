@@ -126,7 +126,9 @@ HugePageUsage process_huge_pages() {
   return u;
 }
 
-std::optional<uint64_t> anon_huge_bytes_at(const void* addr) {
+namespace {
+
+std::optional<uint64_t> smaps_field_at(const void* addr, std::string_view key) {
   std::ifstream f("/proc/self/smaps");
   if (!f) return std::nullopt;
   const auto a = reinterpret_cast<uintptr_t>(addr);
@@ -140,9 +142,14 @@ std::optional<uint64_t> anon_huge_bytes_at(const void* addr) {
       inside = a >= lo && a < hi;
       continue;
     }
-    if (inside && line.starts_with("AnonHugePages:")) return parse_kb_field(line, "AnonHugePages:");
+    if (inside && line.starts_with(key)) return parse_kb_field(line, key);
   }
   return std::nullopt;
 }
+
+}  // namespace
+
+std::optional<uint64_t> anon_huge_bytes_at(const void* addr) { return smaps_field_at(addr, "AnonHugePages:"); }
+std::optional<uint64_t> file_pmd_bytes_at(const void* addr) { return smaps_field_at(addr, "FilePmdMapped:"); }
 
 }  // namespace dsv4

@@ -63,8 +63,11 @@ struct HugePageUsage {
 };
 HugePageUsage process_huge_pages();
 
-// AnonHugePages of the one mapping that contains `addr` (/proc/self/smaps); nullopt where unknown.
+// A field of the one mapping that contains `addr` (/proc/self/smaps), in bytes; nullopt where unknown.
+// anon_huge_bytes_at: AnonHugePages (anonymous THP); file_pmd_bytes_at: FilePmdMapped (page-cache folios
+// of 2 MiB mapped by one PMD each — a file mapping with huge-page TLB reach).
 std::optional<uint64_t> anon_huge_bytes_at(const void* addr);
+std::optional<uint64_t> file_pmd_bytes_at(const void* addr);
 
 // "<Key>:   1234 kB" → bytes, for the line of `text` that starts with `key` (e.g. "MemAvailable:").
 std::optional<uint64_t> parse_kb_field(std::string_view text, std::string_view key);

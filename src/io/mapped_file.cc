@@ -96,8 +96,7 @@ bool parse_residency(std::string_view text, Residency* out) {
 }
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path& path, const FileLoadOptions& options) {
-  if (options.residency == Residency::kAuto || options.chunk_bytes == 0)
-    return invalid_argument("file.options", "MappedFile::open wants mmap or copy and a non-zero chunk");
+  if (options.chunk_bytes == 0) return invalid_argument("file.options", "MappedFile::open wants a non-zero chunk");
   Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) {
     const int err = errno;
@@ -109,32 +108,38 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
-  f->residency_ = options.residency;
+  f->residency_ = options.residency == Residency::kCopy ? Residency::kCopy : Residency::kMmap;
   if (f->size_ == 0) return f;
-  if (options.residency == Residency::kCopy) {
-    auto mem = PageMemory::allocate(f->size_, PageKind::kHuge);
-    if (!mem.is_ok())
-      return resource_exhausted("file.copy_nomem", path.string() + ": cannot hold a " + mib(f->size_) +
-                                                       " copy in memory (" + mem.status().message() + "); use --weights mmap");
-    DSV4_RETURN_IF_ERROR(copy_file(fd.fd, path, mem->data(), f->size_, options.chunk_bytes));
-    DSV4_RETURN_IF_ERROR(mem->protect_read_only());
-    f->copy_ = std::move(*mem);
-    f->data_ = f->copy_.data();
-    return f;
-  }
-  void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (p == MAP_FAILED) {
-    const int err = errno;
-    return io_error("file.mmap", path.string() + ": mmap failed: " + std::strerror(err));
-  }
-  f->data_ = static_cast<const std::byte*>(p);  // the mapping keeps the file alive after close
-  if (options.populate) {
+  if (options.residency != Residency::kCopy) {
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      return io_error("file.mmap", path.string() + ": mmap failed: " + std::strerror(err));
+    }
+    f->data_ = static_cast<const std::byte*>(p);  // the mapping keeps the file alive after close
+    const bool try_huge = options.residency == Residency::kAuto;
+    if (!options.populate && !try_huge) return f;
     // Pages the page cache does not hold yet are then read as 2 MiB folios (where the filesystem has
-    // large folios) and mapped by PMD: the same TLB reach as the copy, without the copy. Pages already
-    // cached on 4 KiB folios stay 4 KiB. Advisory: a refusal only costs speed.
+    // large folios) and mapped by PMD: the same TLB reach as a copy, without the copy. Pages already
+    // cached on 4 KiB folios (e.g. a file written since boot) stay 4 KiB. Advisory: a refusal only
+    // costs speed.
     ::madvise(p, f->size_, MADV_HUGEPAGE);
     DSV4_RETURN_IF_ERROR(populate(f->data_, f->size_, path));
+    if (!try_huge) return f;
+    const auto pmd = file_pmd_bytes_at(f->data_);
+    if (pmd && static_cast<double>(*pmd) >= options.min_huge_share * static_cast<double>(f->size_)) return f;
+    ::munmap(p, f->size_);  // on 4 KiB pages: copy it instead
+    f->data_ = nullptr;
   }
+  auto mem = PageMemory::allocate(f->size_, PageKind::kHuge);
+  if (!mem.is_ok())
+    return resource_exhausted("file.copy_nomem", path.string() + ": cannot hold a " + mib(f->size_) +
+                                                     " copy in memory (" + mem.status().message() + "); use --weights mmap");
+  DSV4_RETURN_IF_ERROR(copy_file(fd.fd, path, mem->data(), f->size_, options.chunk_bytes));
+  DSV4_RETURN_IF_ERROR(mem->protect_read_only());
+  f->copy_ = std::move(*mem);
+  f->data_ = f->copy_.data();
+  f->residency_ = Residency::kCopy;
   return f;
 }
 

@@ -1,7 +1,8 @@
-// io: a file's bytes in memory, read-only. Two residencies: a lazy read-only file mapping (no byte is
-// read until touched; the page cache holds the data, 4 KiB pages), optionally populated at open so later
-// reads never fault; or a private copy in anonymous memory on 2 MiB huge pages (fewer TLB misses when
-// the bytes are streamed every decode step), read with pread and dropped from the page cache as it goes.
+// io: a file's bytes in memory, read-only. Two residencies: a read-only file mapping (lazy: no byte is
+// read until touched; or populated at open so later reads never fault — on 2 MiB PMD mappings where the
+// page cache holds the file in 2 MiB folios), or a private copy in anonymous memory on 2 MiB huge pages
+// (fewer TLB misses when the bytes are streamed every decode step), read with pread and dropped from the
+// page cache as it goes. kAuto per file: the populated mapping when it came out on huge pages, else a copy.
 #pragma once
 
 #include <cstddef>
@@ -18,15 +19,19 @@
 
 namespace dsv4 {
 
-// How a checkpoint's bytes are resident. kAuto is resolved by the checkpoint loader (safetensors.h).
+// How a checkpoint's bytes are resident. For a checkpoint, kAuto is first resolved by the loader
+// (safetensors.h: does it fit?); for one file it means "huge pages, by the cheapest route" (above).
 enum class Residency : uint8_t { kMmap, kCopy, kAuto };
 const char* residency_name(Residency r);
 bool parse_residency(std::string_view text, Residency* out);
 
 struct FileLoadOptions {
-  Residency residency = Residency::kMmap;  // kMmap or kCopy (kAuto is an error here)
+  Residency residency = Residency::kMmap;
   bool populate = false;                   // kMmap: fault every page in at open (MADV_POPULATE_READ)
   uint64_t chunk_bytes = 64ull << 20;      // kCopy: pread size; each chunk read is dropped from the cache
+  // kAuto: keep the populated mapping when at least this share of it is PMD-mapped, else copy. Below
+  // 2 MiB nothing can be PMD-mapped, so small files are copied.
+  double min_huge_share = 0.9;
 };
 
 class MappedFile {
@@ -39,7 +44,7 @@ class MappedFile {
   std::span<const std::byte> bytes() const { return {data_, size_}; }
   uint64_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
-  Residency residency() const { return residency_; }
+  Residency residency() const { return residency_; }  // kMmap or kCopy, as it turned out
 
  private:
   MappedFile() = default;

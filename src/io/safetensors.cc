@@ -303,6 +303,11 @@ Result<IndexFile> read_index(const std::filesystem::path& index_path) {
 
 }  // namespace
 
+const char* resident_mode_name(const ResidencyChoice& c) {
+  if (c.copied_bytes > 0 && c.mapped_bytes > 0) return "mixed";
+  return c.copied_bytes > 0 ? "copy" : "mmap";
+}
+
 Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint64_t file_bytes) {
   ResidencyChoice c;
   c.requested = options.residency;
@@ -320,7 +325,7 @@ Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint6
       c.resolved = Residency::kCopy;
       break;
     case Residency::kAuto:
-      c.resolved = fits ? Residency::kCopy : Residency::kMmap;
+      c.resolved = fits ? Residency::kAuto : Residency::kMmap;
       break;
     case Residency::kMmap:
       c.resolved = Residency::kMmap;
@@ -384,6 +389,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, co
     }
     DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(p, load));
     DSV4_ASSIGN_OR_RETURN(auto infos, SafetensorsFile::parse(mapped->bytes(), p.string()));
+    (mapped->residency() == Residency::kCopy ? ck.residency_.copied_bytes : ck.residency_.mapped_bytes) += mapped->size();
     ck.shard_paths_.push_back(p);
     ck.files_.push_back(std::move(mapped));
     per_shard.push_back(std::move(infos));

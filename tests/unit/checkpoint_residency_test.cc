@@ -41,8 +41,7 @@ TEST(CheckpointResidency, AutoCopiesOnlyWhatFitsComfortably) {
   auto tiny = choose_residency(with(Residency::kAuto, 4096), file);
   auto unknown = choose_residency(with(Residency::kAuto, std::nullopt), file);
   ASSERT_TRUE(big.is_ok() && small.is_ok() && tiny.is_ok() && unknown.is_ok());
-  EXPECT_EQ(big->resolved, Residency::kCopy);
-  EXPECT_FALSE(big->populate);  // a copy is resident by construction
+  EXPECT_EQ(big->resolved, Residency::kAuto);  // per shard: a huge-page mapping, else a copy
   EXPECT_EQ(small->resolved, Residency::kMmap);
   EXPECT_FALSE(small->populate);  // does not fit: faulting it all in would evict its own pages
   EXPECT_EQ(tiny->resolved, Residency::kMmap);
@@ -81,24 +80,33 @@ TEST(CheckpointResidency, CopyThatCannotFitIsAClearErrorBeforeReading) {
 // Every tensor of the golden checkpoint: same names, dtypes, shapes, shards and bytes in both modes.
 TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   auto mm = Checkpoint::open(golden_dir(), with(Residency::kMmap, 64ull << 30));
-  auto auto_copy = Checkpoint::open(golden_dir(), with(Residency::kAuto, 64ull << 30));
+  auto auto_huge = Checkpoint::open(golden_dir(), with(Residency::kAuto, 64ull << 30));
   auto auto_map = Checkpoint::open(golden_dir(), with(Residency::kAuto, 4096));
   // An odd chunk size: reads straddle pages and end short of the file, so chunk edges are exercised.
   CheckpointOptions odd = with(Residency::kCopy, std::nullopt);
   odd.copy_chunk_bytes = 4096 * 3 + 17;
   auto chunked = Checkpoint::open(golden_dir(), odd);
   ASSERT_TRUE(mm.is_ok()) << mm.status().to_string();
-  ASSERT_TRUE(auto_copy.is_ok()) << auto_copy.status().to_string();
+  ASSERT_TRUE(auto_huge.is_ok()) << auto_huge.status().to_string();
   ASSERT_TRUE(auto_map.is_ok()) << auto_map.status().to_string();
   ASSERT_TRUE(chunked.is_ok()) << chunked.status().to_string();
+  const uint64_t file_bytes = golden_file_bytes();
   EXPECT_EQ(mm->residency().resolved, Residency::kMmap);
   EXPECT_TRUE(mm->residency().populate);
-  EXPECT_EQ(auto_copy->residency().resolved, Residency::kCopy);
+  EXPECT_EQ(mm->residency().mapped_bytes, file_bytes);
+  EXPECT_STREQ(resident_mode_name(mm->residency()), "mmap");
+  EXPECT_EQ(auto_huge->residency().resolved, Residency::kAuto);
+  // Each shard mapped (its page cache on 2 MiB folios) or copied, depending on this machine's cache.
+  EXPECT_EQ(auto_huge->residency().copied_bytes + auto_huge->residency().mapped_bytes, file_bytes);
   EXPECT_EQ(auto_map->residency().resolved, Residency::kMmap);
+  EXPECT_EQ(auto_map->residency().mapped_bytes, file_bytes);
   EXPECT_EQ(chunked->residency().resolved, Residency::kCopy);
-  EXPECT_EQ(mm->residency().file_bytes, golden_file_bytes());
+  EXPECT_EQ(chunked->residency().copied_bytes, file_bytes);
+  EXPECT_EQ(chunked->residency().mapped_bytes, 0u);
+  EXPECT_STREQ(resident_mode_name(chunked->residency()), "copy");
+  EXPECT_EQ(mm->residency().file_bytes, file_bytes);
 
-  for (const Checkpoint* c : {&*auto_copy, &*auto_map, &*chunked}) {
+  for (const Checkpoint* c : {&*auto_huge, &*auto_map, &*chunked}) {
     ASSERT_EQ(c->tensors().size(), mm->tensors().size());
     for (size_t i = 0; i < c->tensors().size(); ++i) {
       const TensorInfo &a = mm->tensors()[i], &b = c->tensors()[i];
@@ -116,10 +124,33 @@ TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   }
   // Tensors of the copy do not point into any file mapping: they live in the 2 MiB-aligned copy.
   const TensorInfo* first = nullptr;
-  for (const TensorInfo& t : auto_copy->tensors())
+  for (const TensorInfo& t : chunked->tensors())
     if (first == nullptr || t.data.data() < first->data.data()) first = &t;
   ASSERT_NE(first, nullptr);
   EXPECT_NE(first->data.data(), mm->find(first->name)->data.data());
+}
+
+// One file, kAuto: the populated mapping is kept when enough of it is PMD-mapped, else it is copied.
+// The share is forced both ways here, since whether this machine's page cache holds the file in 2 MiB
+// folios depends on its kernel, filesystem and history.
+TEST(CheckpointResidency, AutoKeepsAHugeMappingElseCopies) {
+  const auto shard = golden_dir() / "model-00001-of-00002.safetensors";
+  auto plain = MappedFile::open(shard);
+  FileLoadOptions keep;
+  keep.residency = Residency::kAuto;
+  keep.min_huge_share = 0.0;
+  FileLoadOptions copy = keep;
+  copy.min_huge_share = 1.01;  // never reached: always copies
+  auto kept = MappedFile::open(shard, keep);
+  auto copied = MappedFile::open(shard, copy);
+  ASSERT_TRUE(plain.is_ok() && kept.is_ok() && copied.is_ok());
+  EXPECT_EQ((*plain)->residency(), Residency::kMmap);
+  EXPECT_EQ((*kept)->residency(), Residency::kMmap);
+  EXPECT_EQ((*copied)->residency(), Residency::kCopy);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>((*copied)->bytes().data()) % kHugePageBytes, 0u);
+  ASSERT_EQ((*copied)->size(), std::filesystem::file_size(shard));
+  for (const auto* f : {&kept, &copied})
+    EXPECT_EQ(std::memcmp((**f)->bytes().data(), (*plain)->bytes().data(), (*plain)->size()), 0);
 }
 
 // A copy of the golden checkpoint with one shard damaged by `damage`.

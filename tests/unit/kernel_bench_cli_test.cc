@@ -149,6 +149,8 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   for (const auto& e : std::filesystem::directory_iterator(ckpt_dir))
     if (e.path().extension() == ".safetensors") file_bytes += std::filesystem::file_size(e.path());
   EXPECT_EQ(w["checkpoint_bytes"].get<uint64_t>(), file_bytes);
+  EXPECT_EQ(w["copied_bytes"].get<uint64_t>(), file_bytes);
+  EXPECT_EQ(w["mapped_bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(w["load_seconds"].get<double>(), 0.0);
   EXPECT_EQ(run["prefill"]["tokens"].get<int64_t>(), 6);
   EXPECT_GT(run["prefill"]["tokens_per_s"].get<double>(), 0.0);

@@ -93,7 +93,9 @@ Result<WeightBytes> weight_bytes(const std::filesystem::path& dir) {
 // the kernel could not back with huge pages shows here as anon_huge_bytes far below the checkpoint.
 nlohmann::json residency_report(const ResidencyChoice& c, double load_seconds) {
   nlohmann::json j = {{"requested", residency_name(c.requested)},
-                      {"mode", residency_name(c.resolved)},
+                      {"mode", resident_mode_name(c)},
+                      {"copied_bytes", c.copied_bytes},
+                      {"mapped_bytes", c.mapped_bytes},
                       {"populated", c.populate},
                       {"checkpoint_bytes", c.file_bytes},
                       {"load_seconds", load_seconds}};

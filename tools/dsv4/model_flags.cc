@@ -16,9 +16,10 @@ const char* model_flags_usage() {
          "                best. Below amx, a row's logits do not depend on the rest of the batch, so serve and\n"
          "                generate-batch default to avx512 (the best below amx); the others to auto\n"
          "  --weights W   how the checkpoint is held in memory: copy (read into anonymous memory on 2 MiB huge\n"
-         "                pages: fastest decode; load reads the whole checkpoint once), mmap (a read-only file\n"
-         "                mapping, faulted in at load when it fits in memory; for checkpoints near or above\n"
-         "                RAM) or auto (default: copy when it takes at most 3/4 of MemAvailable, else mmap)\n";
+         "                pages: fewer TLB misses, faster decode; load reads the whole checkpoint once), mmap (a\n"
+         "                read-only file mapping, faulted in at load when it fits in memory; for checkpoints near\n"
+         "                or above RAM) or auto (default: when it takes at most 3/4 of MemAvailable, each shard\n"
+         "                mapped where the page cache gives it 2 MiB pages, else copied; otherwise mmap)\n";
 }
 
 Result<Residency> parse_weights_flag(const Args& a) {

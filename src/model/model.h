@@ -62,10 +62,10 @@ struct ModelOptions {
   // Optional loading progress (a progress bar): (bytes of weights reached, total bytes) as the loader
   // reaches each tensor (Checkpoint::set_progress).
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
-  // How the checkpoint is resident (io/safetensors.h). Default: auto with populate — the weights are
-  // copied to huge pages when they fit comfortably in available memory, else mapped (and faulted in at
-  // load when that fits). The reference backend decodes every linear to fp32 at load, so for it auto
-  // means mmap (a copy would only add a read of the checkpoint).
+  // How the checkpoint is resident (io/safetensors.h). Default: auto with populate — on 2 MiB pages
+  // when the weights fit comfortably in available memory (a PMD-mapped page cache where it holds 2 MiB
+  // folios, else a copy), else a lazy mapping. The reference backend decodes every linear to fp32 at
+  // load, so for it auto means mmap (a copy would only add a read of the checkpoint).
   CheckpointOptions weights = model_checkpoint_options();
 };
 

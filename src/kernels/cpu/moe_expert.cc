@@ -123,7 +123,7 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
   const int64_t scale_cols = (d_model + 127) / 128;
   // Fake-quantized activations are exact in bf16: then the bf16 dot-product tile where the CPU has it, on
   // a bf16 copy (as fp8_gemm and moe_layer pick), else the fp32 tile on the floats.
-  detail::Fp8TileFn tile = isa == Isa::kScalar ? nullptr : detail::fp8_bf16_tile_for(isa);
+  detail::Fp8TileFn tile = detail::fp8_bf16_tile_for(isa);
   const float* xs = x;
   int64_t ldx = d_model;
   if (tile != nullptr && detail::bf16_exact(x, n_tokens * d_model)) {

@@ -18,11 +18,6 @@ namespace {
 using detail::kTileRows;
 using detail::kTileTokens;
 
-template <typename T>
-T* grow(ScratchVec<T>& v, int64_t n) {
-  return v.grow(n);
-}
-
 template <typename Fn>
 void for_range(const MatmulOptions& opt, int64_t n, int64_t grain, Fn&& fn) {
   if (opt.pool != nullptr) {
@@ -48,11 +43,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   const detail::Fp4TileFn fp4_tile = fp4.tile;
   // The shared expert's FP8 stages read the same fake-quantized activations: the bf16 dot-product tile
   // where the CPU has it (as fp8_gemm picks), on bf16 copies; else the fp32 tile on the floats.
-  const detail::Fp8TileFn fp8_bf16_tile = isa == Isa::kScalar ? nullptr : detail::fp8_bf16_tile_for(isa);
+  const detail::Fp8TileFn fp8_bf16_tile = detail::fp8_bf16_tile_for(isa);
   const detail::Fp8TileFn fp8_tile = fp8_bf16_tile != nullptr ? fp8_bf16_tile : detail::fp8_tile_for(isa);
 
   // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
-  float* xq = grow(s.xq, n_tokens * d);  // [n_tokens, d]
+  float* xq = s.xq.grow(n_tokens * d);  // [n_tokens, d]
   std::memcpy(xq, x, sizeof(float) * static_cast<size_t>(n_tokens * d));
   for (int64_t t = 0; t < n_tokens; ++t) fake_quant_fp8(std::span<float>(xq + t * d, static_cast<size_t>(d)), 128);
   // The shared expert's w1/w3 input: xq itself, or its bf16 copy for the bf16 tile.
@@ -60,7 +55,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   int64_t ldxs = d;
   if (w.shared != nullptr && fp8_bf16_tile != nullptr) {
     ldxs = detail::fp8_bf16_x_stride(d);
-    float* xb = grow(s.xq_bf16, n_tokens * ldxs);  // [n_tokens, ldxs]
+    float* xb = s.xq_bf16.grow(n_tokens * ldxs);  // [n_tokens, ldxs]
     detail::fp8_prepare_x_bf16(xq, n_tokens, d, xb);
     xs = xb;
   }
@@ -95,8 +90,8 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   // Buffers sized by assignments grow to the bound n_tokens·top_k, not this step's count: a later step
   // of the same batch size never allocates.
   const int64_t max_assign = n_tokens * top_k;
-  int32_t* assign_token = grow(s.assign_token, max_assign);
-  float* assign_weight = grow(s.assign_weight, max_assign);
+  int32_t* assign_token = s.assign_token.grow(max_assign);
+  float* assign_weight = s.assign_weight.grow(max_assign);
   {
     std::vector<int32_t>& fill = s.slot_fill;
     fill.assign(s.slot_begin.begin(), s.slot_begin.end() - 1);
@@ -123,13 +118,13 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 
   // Gathered activations per assignment ([n_assign, ldx1], in the FP4 tile's layout).
   const int64_t ldx1 = detail::fp4_x_stride(fp4.layout, d);
-  float* xg = grow(s.xperm, max_assign * ldx1);
+  float* xg = s.xperm.grow(max_assign * ldx1);
   for (int32_t a = 0; a < n_assign; ++a)
     detail::fp4_prepare_x(fp4.layout, xq + static_cast<int64_t>(assign_token[a]) * d, 1, d,
                           xg + static_cast<int64_t>(a) * ldx1);
   // h: routed [n_assign, n_inter] then shared [n_tokens, shared_inter].
   const int64_t shared_h_off = static_cast<int64_t>(n_assign) * n_inter;
-  float* h = grow(s.h, max_assign * n_inter + n_tokens * shared_inter);
+  float* h = s.h.grow(max_assign * n_inter + n_tokens * shared_inter);
 
   // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch.
   for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
@@ -192,10 +187,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
   const bool prepare = fp4.layout != detail::Fp4XLayout::kNatural;
   const int64_t ldx2 = detail::fp4_x_stride(fp4.layout, n_inter);
-  float* hp = grow(s.hperm, max_assign * ldx2);
+  float* hp = s.hperm.grow(max_assign * ldx2);
   const bool shared_bf16 = w.shared != nullptr && fp8_bf16_tile != nullptr;
   const int64_t ldhs = shared_bf16 ? detail::fp8_bf16_x_stride(shared_inter) : shared_inter;
-  float* hs = shared_bf16 ? grow(s.h_bf16, n_tokens * ldhs) : h + shared_h_off;  // [n_tokens, ldhs]
+  float* hs = shared_bf16 ? s.h_bf16.grow(n_tokens * ldhs) : h + shared_h_off;  // [n_tokens, ldhs]
   for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const bool routed = r < n_assign;

@@ -137,7 +137,7 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     t.s[r] = w.scales + (row / 128) * scale_cols;
   };
   // Fake-quantized activations are exact in bf16: then the bf16 dot-product tile, where the CPU has it.
-  const detail::Fp8TileFn bf16_tile = isa == Isa::kScalar ? nullptr : detail::fp8_bf16_tile_for(isa);
+  const detail::Fp8TileFn bf16_tile = detail::fp8_bf16_tile_for(isa);
   if (bf16_tile != nullptr && detail::bf16_exact(x, n_tokens * w.n_cols)) {
     const int64_t ldx = detail::fp8_bf16_x_stride(w.n_cols);
     float* xp = x_scratch(n_tokens * ldx);

@@ -170,6 +170,23 @@ int64_t Model::plan_rows(std::span<const BatchToken> batch, std::span<SequenceSt
   return n_out;
 }
 
+void Model::finish_rows(const float* H, int64_t n_out, const HcWeights& hc_head, const std::vector<float>& norm,
+                        std::vector<float>* logits, ForwardCapture* capture) const {
+  ForwardScratch& sc = scratch_;
+  const int64_t hc_d = ctx_.cfg.hc_mult * ctx_.cfg.dim;
+  sc.Hl.grow(n_out * hc_d);  // [n_out, hc, d]
+  for (size_t i = 0; i < sc.order.size(); ++i) {
+    const auto r = static_cast<size_t>(sc.order[i]);
+    const float* row = H + static_cast<int64_t>(i) * hc_d;
+    if (capture) std::copy_n(row, hc_d, capture->final_streams.data() + r * static_cast<size_t>(hc_d));
+    if (logits && sc.out_row[r] >= 0) std::copy_n(row, hc_d, sc.Hl.data() + sc.out_row[r] * hc_d);
+  }
+  if (logits && n_out > 0) v4::head_logits(ctx_, hc_head, norm, weights_->head, sc.Hl.data(), n_out, logits->data());
+  // Step scratch that this and the last few steps used much less of goes back (a prefill's, once decode
+  // runs); pool workers follow after their next job.
+  scratch_end_step();
+}
+
 Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState* const> states_by_seq,
                       std::vector<float>* logits, ForwardCapture* capture, ForwardTrace* trace) const {
   std::lock_guard<std::mutex> lock(forward_mu_);  // also guards scratch_
@@ -205,16 +222,7 @@ Status Model::forward(std::span<const BatchToken> batch, std::span<SequenceState
   }
   for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_tokens_ += segs[k].n;
   // The head once for every row that wants logits: [n_want, hc, d] → [n_want, V] in batch order.
-  sc.Hl.grow(n_out * hc * d);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
-    if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-    if (logits && sc.out_row[r] >= 0) std::copy_n(H + i * hc * d, hc * d, sc.Hl.data() + sc.out_row[r] * hc * d);
-  }
-  if (logits && n_out > 0) v4::head_logits(ctx_, weights_->hc_head, weights_->norm, weights_->head, sc.Hl.data(), n_out, logits->data());
-  // Step scratch that this and the last few steps used much less of goes back (a prefill's, once decode
-  // runs); pool workers follow after their next job.
-  scratch_end_step();
+  finish_rows(H, n_out, weights_->hc_head, weights_->norm, logits, capture);
   return Status::ok();
 }
 
@@ -248,15 +256,8 @@ Status Model::forward_mtp(std::span<const BatchToken> batch, std::span<const flo
   v4::mtp_forward(ctx_, 0, *weights_, segs, H, sc.tokens.data(), n, nullptr);
   for (size_t k = 0; k < segs.size(); ++k) states_by_seq[sc.seg_seq[k]]->n_mtp_tokens_ += segs[k].n;
   // The MTP head only on the rows that want logits.
-  sc.Hl.grow(n_out * hc * d);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto r = static_cast<size_t>(order[static_cast<size_t>(i)]);
-    if (capture) std::copy_n(H + i * hc * d, hc * d, capture->final_streams.data() + r * static_cast<size_t>(hc * d));
-    if (logits && sc.out_row[r] >= 0) std::copy_n(H + i * hc * d, hc * d, sc.Hl.data() + sc.out_row[r] * hc * d);
-  }
   const MtpWeights& mw = weights_->mtp[0];
-  if (logits && n_out > 0) v4::head_logits(ctx_, mw.hc_head, mw.norm, weights_->head, sc.Hl.data(), n_out, logits->data());
-  scratch_end_step();
+  finish_rows(H, n_out, mw.hc_head, mw.norm, logits, capture);
   return Status::ok();
 }
 

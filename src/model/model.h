@@ -128,6 +128,11 @@ class Model {
   // Fills scratch_'s out_row (returns the logits row count), order, segs and seg_seq (states unset);
   // start of each segment: the sequence's length (mtp: its MTP length).
   int64_t plan_rows(std::span<const BatchToken> batch, std::span<SequenceState* const> states, bool mtp) const;
+  // The end of forward / forward_mtp: the final streams H [n, hc, d] (rows in scratch_.order) → capture's
+  // final streams in batch order, and the head (hc_head, norm) on the n_out rows that want logits; then
+  // ends the step for the scratch buffers.
+  void finish_rows(const float* H, int64_t n_out, const HcWeights& hc_head, const std::vector<float>& norm,
+                   std::vector<float>* logits, ForwardCapture* capture) const;
 
   ModelOptions options_;
   std::unique_ptr<ThreadPool> pool_;

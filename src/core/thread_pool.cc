@@ -41,18 +41,22 @@ int64_t now_ns() {
       .count();
 }
 
-// Polls until word != old or the spin time is over; true if it changed. Reads the clock only every 64
-// pauses (a pause is ~10–140 cycles depending on the CPU, so an iteration count would not be a time).
-bool spin_until_changed(const std::atomic<uint32_t>& word, uint32_t old) {
-  const int64_t limit = kSpinNs;
+// Polls until done() or the spin time is over; true if done. Reads the clock only every 64 pauses (a
+// pause is ~10–140 cycles depending on the CPU, so an iteration count would not be a time).
+template <typename Done>
+bool spin_until(Done done) {
   const int64_t t0 = now_ns();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
-      if (word.load(std::memory_order_acquire) != old) return true;
+      if (done()) return true;
       DSV4_CPU_RELAX();
     }
-    if (now_ns() - t0 > limit) return false;
+    if (now_ns() - t0 > kSpinNs) return false;
   }
+}
+
+bool spin_until_changed(const std::atomic<uint32_t>& word, uint32_t old) {
+  return spin_until([&] { return word.load(std::memory_order_acquire) != old; });
 }
 
 // Blocks while word == old (spurious returns allowed: callers loop).
@@ -138,19 +142,11 @@ void ThreadPool::drain(int slot, uint32_t job) {
 }
 
 void ThreadPool::wait_all_done(uint32_t total) {
-  uint32_t d = done_.load(std::memory_order_acquire);
-  if (d == total) return;
-  const int64_t limit = kSpinNs, t0 = now_ns();
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done_.load(std::memory_order_acquire) == total) return;
-      DSV4_CPU_RELAX();
-    }
-    if (now_ns() - t0 > limit) break;
-  }
+  auto all_done = [&] { return done_.load(std::memory_order_acquire) == total; };
+  if (all_done() || spin_until(all_done)) return;  // the first test reads no clock
   // A worker holding the last chunk was descheduled: sleep instead of competing with it for a core.
   caller_asleep_.store(1, std::memory_order_seq_cst);
-  while ((d = done_.load(std::memory_order_seq_cst)) != total) futex_wait(done_, d);
+  for (uint32_t d; (d = done_.load(std::memory_order_seq_cst)) != total;) futex_wait(done_, d);
   caller_asleep_.store(0, std::memory_order_relaxed);
 }
 

@@ -1,6 +1,6 @@
 // kernels: a STREAM-like read-bandwidth probe — the machine's own ceiling that the bench compares the
 // weight-streaming kernels against. Sums 64-bit words over a buffer much larger than the last-level
-// cache, split statically across the thread pool, and keeps the best of several passes. The buffer is
+// cache, split across the thread pool, and keeps the best of several passes. The buffer is
 // on 4 KiB pages or on 2 MiB huge pages: the TLB misses of 4 KiB pages cost bandwidth, so an honest
 // ceiling is the higher of the two (weights may be on either, core/host_memory.h).
 #pragma once

@@ -25,6 +25,8 @@ std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
 // Replacements for the whole test executable: count, then behave like the default (malloc-backed).
+// The deletes are noinline: inlined into library code (ScratchVec::shrink_to), GCC pairs their free()
+// with the builtin operator new it assumes and warns -Wmismatched-new-delete, a false positive here.
 void* operator new(std::size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
@@ -35,16 +37,16 @@ void* operator new[](std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept {
+__attribute__((noinline)) void operator delete(void* p) noexcept {
   std::free(p);
 }
-void operator delete[](void* p) noexcept {
+__attribute__((noinline)) void operator delete[](void* p) noexcept {
   std::free(p);
 }
-void operator delete(void* p, std::size_t) noexcept {
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
-void operator delete[](void* p, std::size_t) noexcept {
+__attribute__((noinline)) void operator delete[](void* p, std::size_t) noexcept {
   std::free(p);
 }
 

@@ -297,7 +297,7 @@ TEST(KernelQuantMatmul, BatchesOf5To17AgainstOracleAndSingleTokens) {
 }
 
 // Activations exact in bf16 at K that are not multiples of 128 (the grid above fake-quantizes only
-// K % 128 == 0) take the AVX512-BF16 FP8 tile where the CPU has it: partial last blocks, and every batch
+// K % 128 == 0) through the same FP8 tiles as any other: partial last blocks, and every batch
 // 1..17 (each tile width 1..8 and tail) on row counts that leave a one-row tile.
 TEST(KernelQuantMatmul, Fp8Bf16ExactActivationsAtEveryBatchAndPartialBlock) {
   std::mt19937 rng(808);
@@ -318,49 +318,66 @@ TEST(KernelQuantMatmul, Fp8Bf16ExactActivationsAtEveryBatchAndPartialBlock) {
   }
 }
 
-// The AVX512-BF16 FP8 tile called directly at every shape (1..2 rows × 1..8 tokens): within the bound of
-// the oracle, and each (row, token) sum bit-identical whatever the tile's shape (batch invariance at
-// its source), including subnormal and negative codes.
-TEST(KernelQuantMatmul, Fp8Bf16TileEveryWidthAgainstOracle) {
-  const detail::Fp8TileFn tile = detail::fp8_bf16_tile_for(resolve_isa(Isa::kAvx512));
-  if (tile == nullptr) GTEST_SKIP() << "no AVX512_BF16";
+// Every ISA's FP8 tile called directly at every shape (1..2 rows × 1..8 tokens): within the bound of the
+// oracle, and each (row, token) sum bit-identical whatever the tile's shape (batch invariance at its
+// source), including subnormal and negative codes, full and partial 128-K blocks, and the extreme scale
+// codes 0 (2^-127) and 254 (2^127, where the fp32 tiles' w/256 decode must not overflow the scale); a 255
+// (NaN) scale makes its row NaN and leaves the other row alone.
+TEST(KernelQuantMatmul, Fp8TileEveryWidthAgainstOracle) {
   std::mt19937 rng(31);
-  for (int64_t k : {1, 32, 127, 128, 129, 400}) {
-    Fp8Case c = make_fp8(rng, 2, k, 0);
-    for (int64_t i = 0; i < 8 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
-    std::vector<float> x = make_x(rng, 8, k, 0);
-    for (float& v : x) v = round_bf16(v);
-    const int64_t ldx = detail::fp8_bf16_x_stride(k);
-    std::vector<float> xp(static_cast<size_t>(8 * ldx));
-    detail::fp8_prepare_x_bf16(x.data(), 8, k, xp.data());
-    // Rows 0 and 1 of a 2×k matrix with a single scale block row.
-    const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); });
-    const int64_t sc = (k + 127) / 128;
-    float ref[2][8];
-    for (int rows = 2; rows >= 1; --rows) {
-      for (int tokens = 8; tokens >= 1; --tokens) {
-        detail::Fp8Tile t;
-        for (int r = 0; r < 2; ++r) {
-          t.w[r] = c.w.codes + r * k;
-          t.s[r] = c.w.scales + 0 * sc;
+  for (Isa isa : fast_isas()) {
+    const detail::Fp8TileFn tile = detail::fp8_tile_for(resolve_isa(isa));
+    for (int64_t k : {1, 32, 127, 128, 129, 400}) {
+      for (int extreme = 0; extreme < 4; ++extreme) {
+        // Two rows in two 128-row scale blocks (rows 0 and 128 of a 129-row matrix), so each has its own scales.
+        Fp8Case c = make_fp8(rng, 129, k, 0);
+        const int64_t sc = (k + 127) / 128;
+        for (int64_t i = 0; i < 8 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
+        if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;         // row 0's last block: 2^-127
+        if (extreme == 2) {
+          c.scales[static_cast<size_t>(sc + sc - 1)] = 254;  // row 1's last block: 2^127, on codes below 2
+          for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
         }
-        t.n_rows = rows;
-        t.x = xp.data();
-        t.ldx = ldx;
-        t.n_tokens = tokens;
-        t.k = k;
-        tile(t);
-        for (int r = 0; r < rows; ++r) {
-          for (int j = 0; j < tokens; ++j) {
-            const std::string at = "k=" + std::to_string(k) + " tile " + std::to_string(rows) + "x" +
-                                   std::to_string(tokens) + " row " + std::to_string(r) + " token " + std::to_string(j);
-            if (rows == 2 && tokens == 8) {
-              ref[r][j] = t.sums[r][j];
-              const size_t i = static_cast<size_t>(j * 2 + r);
-              const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
-              ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
-            } else {
-              ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float))) << at;
+        if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;           // row 1: NaN
+        std::vector<float> x = make_x(rng, 8, k, 0);
+        // Small activations keep 2^127-scaled sums finite; large ones make 2^-127-scaled products count.
+        if (extreme == 1 || extreme == 2)
+          for (float& v : x) v = std::ldexp(v, extreme == 1 ? 40 : -40);
+        const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r * 128, i); });
+        float ref[2][8];
+        for (int rows = 2; rows >= 1; --rows) {
+          for (int tokens = 8; tokens >= 1; --tokens) {
+            detail::Fp8Tile t;
+            for (int r = 0; r < 2; ++r) {
+              t.w[r] = c.w.codes + r * 128 * k;
+              t.s[r] = c.w.scales + r * sc;
+            }
+            t.n_rows = rows;
+            t.x = x.data();
+            t.ldx = k;
+            t.n_tokens = tokens;
+            t.k = k;
+            tile(t);
+            for (int r = 0; r < rows; ++r) {
+              for (int j = 0; j < tokens; ++j) {
+                const std::string at = std::string(isa_name(isa)) + " k=" + std::to_string(k) + " extreme " +
+                                       std::to_string(extreme) + " tile " + std::to_string(rows) + "x" +
+                                       std::to_string(tokens) + " row " + std::to_string(r) + " token " +
+                                       std::to_string(j);
+                if (rows == 2 && tokens == 8) {
+                  ref[r][j] = t.sums[r][j];
+                  if (extreme == 3 && r == 1) {
+                    ASSERT_TRUE(std::isnan(t.sums[r][j])) << at;
+                    continue;
+                  }
+                  const size_t i = static_cast<size_t>(j * 2 + r);
+                  ASSERT_TRUE(std::isfinite(o.exact[i])) << at;
+                  const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+                  ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
+                } else {
+                  ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float))) << at;
+                }
+              }
             }
           }
         }

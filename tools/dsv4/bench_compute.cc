@@ -26,8 +26,8 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
     std::printf("  %-14s %-44s %12s %16s %14s\n", "instruction", "used by", "GFLOP/s/core", "GFLOP/s threads",
                 "per CPU-s");
     for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.bf16_dot, &p.amx_bf16}) {
-      const char* users = c->insn == ComputeInsn::kFp32Fma   ? "bf16 and fp4 tiles; fp8 tile on non-bf16 x"
-                          : c->insn == ComputeInsn::kBf16Dot ? "fp8 tile on bf16-exact x (decode)"
+      const char* users = c->insn == ComputeInsn::kFp32Fma   ? "bf16, fp8 and fp4 tiles"
+                          : c->insn == ComputeInsn::kBf16Dot ? "(no tile: for comparison)"
                                                              : "AMX GEMMs (>= 16 tokens)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
@@ -56,12 +56,11 @@ nlohmann::json compute_peaks_json(const ComputePeaks& p) {
   return j;
 }
 
-std::optional<ComputeInsn> gemm_insn(WeightFamily family, kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
+std::optional<ComputeInsn> gemm_insn(WeightFamily /*family*/, kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
                                      bool x_bf16_exact) {
   const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols);
   if (path == kernels::Isa::kAmx && x_bf16_exact) return ComputeInsn::kAmxBf16;
   if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAmx) return std::nullopt;
-  if (family == WeightFamily::kFp8 && x_bf16_exact && kernels::has_avx512_bf16()) return ComputeInsn::kBf16Dot;
   return ComputeInsn::kFp32Fma;
 }
 

@@ -121,20 +121,7 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
   const Isa isa = resolve_isa(opt.isa);
   float* h = scratch;  // [n_tokens, n_inter]
   const int64_t scale_cols = (d_model + 127) / 128;
-  // Fake-quantized activations are exact in bf16: then the bf16 dot-product tile where the CPU has it, on
-  // a bf16 copy (as fp8_gemm and moe_layer pick), else the fp32 tile on the floats.
-  detail::Fp8TileFn tile = detail::fp8_bf16_tile_for(isa);
-  const float* xs = x;
-  int64_t ldx = d_model;
-  if (tile != nullptr && detail::bf16_exact(x, n_tokens * d_model)) {
-    ldx = detail::fp8_bf16_x_stride(d_model);
-    float* xb = scratch + n_tokens * n_inter;  // [n_tokens, ldx]
-    detail::fp8_prepare_x_bf16(x, n_tokens, d_model, xb);
-    xs = xb;
-  } else {
-    tile = detail::fp8_tile_for(isa);
-  }
-  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, xs, ldx, n_tokens, route_weight, limit, h, opt, tile, d_model,
+  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, d_model, n_tokens, route_weight, limit, h, opt, detail::fp8_tile_for(isa), d_model,
                                   [&](detail::Fp8Tile& t, int64_t i) {
                                     t.w[0] = e.w1.codes + i * d_model;
                                     t.s[0] = e.w1.scales + (i / 128) * scale_cols;

@@ -41,24 +41,13 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   // E4M3 values, exact in bf16.
   const detail::Fp4Kernel fp4 = detail::fp4_kernel_for(isa, /*x_bf16_exact=*/true);
   const detail::Fp4TileFn fp4_tile = fp4.tile;
-  // The shared expert's FP8 stages read the same fake-quantized activations: the bf16 dot-product tile
-  // where the CPU has it (as fp8_gemm picks), on bf16 copies; else the fp32 tile on the floats.
-  const detail::Fp8TileFn fp8_bf16_tile = detail::fp8_bf16_tile_for(isa);
-  const detail::Fp8TileFn fp8_tile = fp8_bf16_tile != nullptr ? fp8_bf16_tile : detail::fp8_tile_for(isa);
+  // The shared expert's FP8 stages read the same activations as floats.
+  const detail::Fp8TileFn fp8_tile = detail::fp8_tile_for(isa);
 
   // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
   float* xq = s.xq.grow(n_tokens * d);  // [n_tokens, d]
   std::memcpy(xq, x, sizeof(float) * static_cast<size_t>(n_tokens * d));
   for (int64_t t = 0; t < n_tokens; ++t) fake_quant_fp8(std::span<float>(xq + t * d, static_cast<size_t>(d)), 128);
-  // The shared expert's w1/w3 input: xq itself, or its bf16 copy for the bf16 tile.
-  const float* xs = xq;
-  int64_t ldxs = d;
-  if (w.shared != nullptr && fp8_bf16_tile != nullptr) {
-    ldxs = detail::fp8_bf16_x_stride(d);
-    float* xb = s.xq_bf16.grow(n_tokens * ldxs);  // [n_tokens, ldxs]
-    detail::fp8_prepare_x_bf16(xq, n_tokens, d, xb);
-    xs = xb;
-  }
 
   // Group (token, weight) assignments by expert with a counting sort: slots in ascending expert id, tokens
   // ascending within a slot. The shared expert is the last slot and takes every token.
@@ -160,12 +149,12 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         const int64_t sc = (d + 127) / 128;
         detail::Fp8Tile t;
         t.k = d;
-        t.ldx = ldxs;
+        t.ldx = d;
         t.prefetch = d;
         t.n_rows = 2;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
-          t.x = xs + t0 * ldxs;
+          t.x = xq + t0 * d;
           for (int64_t i = i0; i < i1; ++i) {
             t.w[0] = e.w1.codes + i * d;
             t.s[0] = e.w1.scales + (i / 128) * sc;
@@ -182,15 +171,12 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     }
   });
 
-  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to the FP4 tile's layout,
-  // shared rows to bf16 for the bf16 FP8 tile.
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to the FP4 tile's layout.
   const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
   const bool prepare = fp4.layout != detail::Fp4XLayout::kNatural;
   const int64_t ldx2 = detail::fp4_x_stride(fp4.layout, n_inter);
   float* hp = s.hperm.grow(max_assign * ldx2);
-  const bool shared_bf16 = w.shared != nullptr && fp8_bf16_tile != nullptr;
-  const int64_t ldhs = shared_bf16 ? detail::fp8_bf16_x_stride(shared_inter) : shared_inter;
-  float* hs = shared_bf16 ? s.h_bf16.grow(n_tokens * ldhs) : h + shared_h_off;  // [n_tokens, ldhs]
+  const float* hs = h + shared_h_off;  // [n_tokens, shared_inter]
   for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
       const bool routed = r < n_assign;
@@ -199,7 +185,6 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
       fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
       if (routed && prepare) detail::fp4_prepare_x(fp4.layout, row, 1, n_inter, hp + r * ldx2);
-      if (!routed && shared_bf16) detail::fp8_prepare_x_bf16(row, 1, shared_inter, hs + (r - n_assign) * ldhs);
     }
   });
   const float* h_routed = prepare ? hp : h;  // [n_assign, ldx2]
@@ -235,11 +220,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             const Fp8Expert& e = *w.shared;
             detail::Fp8Tile t;
             t.k = shared_inter;
-            t.ldx = ldhs;
+            t.ldx = shared_inter;
             t.prefetch = kTileRows * shared_inter;
             t.n_rows = nr;
             t.n_tokens = nt;
-            t.x = hs + t0 * ldhs;
+            t.x = hs + t0 * shared_inter;
             for (int r = 0; r < nr; ++r) {
               t.w[r] = e.w2.codes + (n + r) * shared_inter;
               t.s[r] = e.w2.scales + ((n + r) / 128) * ((shared_inter + 127) / 128);

@@ -25,7 +25,6 @@ struct MoeLayerWeights {
 // scratch_end_step gives the memory back. The expert-sized ones stay at their bound.
 struct MoeLayerScratch {
   ScratchVec<float> xq, xperm, h, hperm;
-  ScratchVec<float> xq_bf16, h_bf16;  // the shared expert's activations as bf16 words (bf16 FP8 tile)
   ScratchVec<int32_t> assign_token;
   ScratchVec<float> assign_weight;
   std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, row_offset;

@@ -20,7 +20,7 @@ using detail::kTileTokens;
 constexpr int64_t kRowBlock = 32;  // rows swept per token group (prefill cache blocking)
 constexpr int64_t kRowGrain = 16;  // pool chunks start on multiples of this (keeps tile pairs fixed)
 
-// Grow-only per-thread buffer for the prepared (FP4-permuted, bf16 or aligned fp32) activations: allocates
+// Grow-only per-thread buffer for the prepared (FP4-permuted or aligned fp32) activations: allocates
 // when a larger shape is first seen, never in steady-state decode; given back by scratch_end_step once steps
 // keep asking much less (core/scratch.h). 64-byte aligned: the tiles load activations as whole zmm vectors,
 // and a load that straddles two cache lines costs two load-port slots (at 8 tokens that doubled the BF16
@@ -136,15 +136,6 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     t.w[r] = w.codes + row * w.n_cols;
     t.s[r] = w.scales + (row / 128) * scale_cols;
   };
-  // Fake-quantized activations are exact in bf16: then the bf16 dot-product tile, where the CPU has it.
-  const detail::Fp8TileFn bf16_tile = detail::fp8_bf16_tile_for(isa);
-  if (bf16_tile != nullptr && detail::bf16_exact(x, n_tokens * w.n_cols)) {
-    const int64_t ldx = detail::fp8_bf16_x_stride(w.n_cols);
-    float* xp = x_scratch(n_tokens * ldx);
-    detail::fp8_prepare_x_bf16(x, n_tokens, w.n_cols, xp);
-    run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, xp, ldx, out, opt, w.n_cols, bf16_tile, set_row);
-    return;
-  }
   run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt,
                             w.n_cols, detail::fp8_tile_for(isa), set_row);
 }

@@ -83,20 +83,10 @@ void fp8_tile_avx512(Fp8Tile& t);
 void fp4_tile_avx512(Fp4Tile& t);
 // FP4 on fp32 FMAs over nibble planes (quant_tiles_fp4_avx512.cc); x in Fp4XLayout::kNibblePlanes.
 void fp4_tile_avx512_planes(Fp4Tile& t);
-// FP8 on bf16 dot products (quant_tiles_fp8_avx512bf16.cc): Fp8Tile::x holds bf16 activations prepared by
-// fp8_prepare_x_bf16 (ldx = fp8_bf16_x_stride(k)), which must be exact in bf16.
-void fp8_tile_avx512bf16(Fp8Tile& t);
 #endif
 
 Bf16TileFn bf16_tile_for(Isa isa);  // isa already resolved
 Fp8TileFn fp8_tile_for(Isa isa);  // reads x as plain floats
-// The AVX512-BF16 FP8 tile when `isa` (resolved) has it, else nullptr. Its results differ from
-// fp8_tile_for's in summation order only; each is batch- and thread-count invariant.
-Fp8TileFn fp8_bf16_tile_for(Isa isa);
-// Floats one prepared bf16 row of k activations occupies: k bf16 words zero-padded to a multiple of 128.
-int64_t fp8_bf16_x_stride(int64_t k);
-// x [n_tokens, k], every value exact in bf16 → out [n_tokens, fp8_bf16_x_stride(k)] as bf16 words.
-void fp8_prepare_x_bf16(const float* x, int64_t n_tokens, int64_t k, float* out);
 // How an FP4 tile reads its activations; the caller prepares them once per call (fp4_prepare_x) and
 // points Fp4Tile::x / ldx at the prepared rows.
 enum class Fp4XLayout {

@@ -59,9 +59,14 @@ void fp8_tile(Fp8Tile& t) {
         }
       }
     }
+    // The decode's 1/256 undone in the scale (exact: a power of two); from scale code 247 up that factor
+    // would overflow, so there the part is multiplied by 256 first (also exact, the same rounding).
     for (int r = 0; r < R; ++r) {
-      const __m256 s = _mm256_set1_ps(kE8m0ToFloat[t.s[r][kb / 128]] * 256.0f);
-      for (int j = 0; j < T; ++j) acc[r][j] = _mm256_fmadd_ps(part[r][j], s, acc[r][j]);
+      const uint8_t e = t.s[r][kb / 128];
+      const __m256 s = _mm256_set1_ps(e < 247 ? kE8m0ToFloat[e] * 256.0f : kE8m0ToFloat[e]);
+      for (int j = 0; j < T; ++j)
+        acc[r][j] = _mm256_fmadd_ps(e < 247 ? part[r][j] : _mm256_mul_ps(part[r][j], _mm256_set1_ps(256.0f)), s,
+                                    acc[r][j]);
     }
   }
   for (int r = 0; r < R; ++r)

@@ -101,28 +101,6 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   }
 }
 
-Fp8TileFn fp8_bf16_tile_for(Isa isa) {
-#if defined(__x86_64__)
-  if ((isa == Isa::kAvx512 || isa == Isa::kAmx) && has_avx512_bf16()) return fp8_tile_avx512bf16;
-#endif
-  (void)isa;
-  return nullptr;
-}
-
-int64_t fp8_bf16_x_stride(int64_t k) { return (k + 127) / 128 * 64; }
-
-void fp8_prepare_x_bf16(const float* x, int64_t n_tokens, int64_t k, float* out) {
-  const int64_t stride = fp8_bf16_x_stride(k);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    auto* w = reinterpret_cast<uint16_t*>(out + t * stride);
-    for (int64_t e = 0; e < 2 * stride; ++e) {
-      uint32_t bits = 0;  // the caller guarantees bf16-exact floats: a value's bf16 is its high half
-      if (e < k) std::memcpy(&bits, x + t * k + e, sizeof bits);
-      w[e] = static_cast<uint16_t>(bits >> 16);
-    }
-  }
-}
-
 Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
   switch (isa) {
 #if defined(__x86_64__)

@@ -5,10 +5,13 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "core/quant.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/compute_probe.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/moe_layer.h"
@@ -154,6 +157,60 @@ void fp4_stream_case(benchmark::State& state, Isa isa, int64_t m) {
   state.SetBytesProcessed(bytes);
 }
 
+// DRAM-streamed FP8 and BF16 decode GEMVs (m tokens) on 4 KiB or 2 MiB pages, on 1 or 2 threads (the
+// model's weights sit on 2 MiB pages): each call reads the next of kDenseStreamMats 32 MiB matrices of one
+// 640 MiB region (beyond the 480 MiB L3), FP8 4096x8192 (attn.wo_b) or BF16 4096x4096 (attn.wo_a's rows).
+// One region at a time is kept (a case of the other page kind replaces it). Real time: with 2 threads
+// the figure is what the pool's decode sustains from memory, to read against `dsv4 bench`'s probe.
+constexpr int kDenseStreamMats = 20;
+constexpr int64_t kDenseStreamMatBytes = int64_t{32} << 20;
+
+const uint8_t* dense_stream_region(dsv4::PageKind kind) {
+  static dsv4::PageMemory mem;
+  if (mem.data() != nullptr && mem.kind() == kind) return reinterpret_cast<const uint8_t*>(mem.data());
+  mem = dsv4::PageMemory();  // release the other kind first
+  auto r = dsv4::PageMemory::allocate(static_cast<uint64_t>(kDenseStreamMats * kDenseStreamMatBytes), kind);
+  if (!r.is_ok()) return nullptr;
+  mem = std::move(r).value();
+  // Valid as both formats: no NaN E4M3 codes (bit 4 clear), and every bf16 word's high byte 0x3B / 0xBB
+  // (normal values in ±[2^-9, 2^-8): a denormal input would make each FMA a microcode assist).
+  auto* p = reinterpret_cast<uint8_t*>(mem.data());
+  uint32_t seed = 17;
+  for (int64_t i = 0; i < kDenseStreamMats * kDenseStreamMatBytes; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    const auto b = static_cast<uint8_t>(seed >> 24);
+    p[i] = i % 2 == 0 ? static_cast<uint8_t>(b & 0xEF) : static_cast<uint8_t>((b & 0x80) | 0x3B);
+  }
+  return p;
+}
+
+void dense_stream_case(benchmark::State& state, bool fp8, dsv4::PageKind kind, int threads, int64_t m) {
+  const uint8_t* region = dense_stream_region(kind);
+  if (region == nullptr) {
+    state.SkipWithError("no memory for the stream region");
+    return;
+  }
+  constexpr int64_t kRows = 4096;
+  const int64_t cols = fp8 ? kDenseStreamMatBytes / kRows : kDenseStreamMatBytes / (2 * kRows);
+  std::vector<uint8_t> scales = random_bytes(static_cast<size_t>((kRows / 128) * (cols / 128)), 8, 0x07);
+  for (auto& b : scales) b = static_cast<uint8_t>(b + 120);
+  const auto x = activations(m, cols);
+  std::vector<float> out(static_cast<size_t>(m * kRows));
+  dsv4::ThreadPool pool(threads);
+  const dsv4::kernels::MatmulOptions opt{true, Isa::kAvx512, threads > 1 ? &pool : nullptr};
+  int i = 0;
+  for (auto _ : state) {
+    const uint8_t* base = region + i * kDenseStreamMatBytes;
+    if (fp8)
+      dsv4::kernels::fp8_gemm({base, scales.data(), kRows, cols}, x.data(), m, out.data(), opt);
+    else
+      dsv4::kernels::bf16_gemm({reinterpret_cast<const uint16_t*>(base), kRows, cols}, x.data(), m, out.data(), opt);
+    benchmark::DoNotOptimize(out.data());
+    i = (i + 1) % kDenseStreamMats;
+  }
+  state.SetBytesProcessed(state.iterations() * kDenseStreamMatBytes);
+}
+
 // One MoE layer step at V4-Flash-medium shapes (d 4096, intermediate 2048, top-6 + the FP8 shared expert)
 // over 24 routed experts (300 MiB, so weights come from DRAM/L3 as in decode): at batch 8 its 48
 // assignments give each expert ~2 tokens, the 1..2-token tiles that dominate a real batch-8 step.
@@ -235,6 +292,16 @@ const int kRegistered = [] {
                                     std::to_string(m) + "/24x4096x2048")
                                        .c_str(),
                                    [=](benchmark::State& s) { moe_layer_case(s, isa, m); });
+    for (bool fp8 : {true, false})
+      for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
+        for (int threads : {1, 2})
+          for (int64_t m : {1, 2, 8})
+            benchmark::RegisterBenchmark((std::string(fp8 ? "fp8" : "bf16") + "_gemm_stream/" +
+                                          dsv4::kernels::isa_name(isa) + "/" + dsv4::page_kind_name(kind) +
+                                          "/threads=" + std::to_string(threads) + "/m=" + std::to_string(m))
+                                             .c_str(),
+                                         [=](benchmark::State& s) { dense_stream_case(s, fp8, kind, threads, m); })
+                ->UseRealTime();
     for (int64_t m : {1, 2, 8})
       benchmark::RegisterBenchmark(("fp4_gemm_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
                                     std::to_string(m) + "/8192x8192")

@@ -2,11 +2,14 @@
 // weight kernels at real DeepSeek-V4-Flash shapes: decode GEMV as achieved GB/s of weight bytes and its
 // ratio to the probe (decode is bandwidth-bound), prefill GEMM as GFLOP/s, and the per-token attention
 // cost of a CSA layer against dense attention as the context grows (bench_attention.cc).
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,6 +22,7 @@
 #include "bench_util.h"
 #include "command.h"
 #include "core/dtype.h"
+#include "core/host_memory.h"
 #include "core/quant.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
@@ -52,12 +56,13 @@ constexpr const char* kUsage =
     "  b * bytes_step(1) / bytes_step(b) (more distinct experts per step: a lower ceiling), and the fraction.\n"
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
     "  so that both read DRAM, not cache. The probe runs on 4 KiB pages and on 2 MiB huge pages; every ratio\n"
-    "  uses the higher of the two. --weights: how the model section holds the checkpoint (see dsv4 generate\n"
-    "  --help); the load time, the mode chosen and the process's huge-page bytes after load are printed.\n"
+    "  uses the higher of the two (the GEMV and MoE weight copies sit on huge pages, as the model's do).\n"
+    "  --weights: how the model section holds the checkpoint (see dsv4 generate --help); the load time, the\n"
+    "  mode chosen and the process's huge-page bytes after load are printed.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
-    "  the bf16 and fp4 tiles and fp8 on non-bf16 activations, vdpbf16ps zmm for fp8 on bf16-exact\n"
-    "  activations, AMX tdpbf16ps for GEMMs of >= 16 tokens), per core (flops per thread CPU-second) and on\n"
-    "  all --threads (wall). A GEMM or decode row of F flops in t seconds is then at F / t / peak of its\n"
+    "  the bf16, fp8 and fp4 tiles, vdpbf16ps zmm for comparison, AMX tdpbf16ps for GEMMs of >= 16\n"
+    "  tokens), per core (flops per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
+    "  of F flops in t seconds is then at F / t / peak of its\n"
     "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"
     "  at bytes / t / probe of the read bandwidth: the row is bound by whichever fraction is nearer 100%.\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
@@ -88,7 +93,38 @@ const Shape kShapes[] = {
     {"ffn.gate", Kind::kBf16, 256, 4096},
 };
 
-void fill_codes(std::vector<uint8_t>& v, uint64_t seed, bool fp8) {
+// The bench's weight copies on 2 MiB pages, where the model's weights sit (--weights auto/copy): on 4 KiB
+// pages a decode GEMV streams ~1.5x slower per core (TLB walks every 4 KiB of each row stream; measured
+// with dsv4_bench's fp8/bf16_gemm_stream cases), which would be read as a kernel that misses the probe.
+// Allocations of at least one huge page are 2 MiB-aligned and MADV_HUGEPAGE before first touch.
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  HugePageAllocator(const HugePageAllocator<U>&) {}
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    void* p = nullptr;
+    if (bytes >= kHugePageBytes) {
+      const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+      p = std::aligned_alloc(kHugePageBytes, rounded);
+#if defined(MADV_HUGEPAGE)
+      if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
+#endif
+    } else {
+      p = std::malloc(bytes > 0 ? bytes : 1);
+    }
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const { return true; }
+};
+using HugeBytes = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
+
+void fill_codes(HugeBytes& v, uint64_t seed, bool fp8) {
   for (size_t i = 0; i < v.size(); i += 8) {
     uint64_t r = splitmix(seed);
     // Clearing bit 4 of every byte keeps FP8 codes away from the NaN patterns 0x7F / 0xFF.
@@ -97,13 +133,13 @@ void fill_codes(std::vector<uint8_t>& v, uint64_t seed, bool fp8) {
   }
 }
 
-void fill_scales(std::vector<uint8_t>& v, uint64_t seed) {
+void fill_scales(HugeBytes& v, uint64_t seed) {
   for (auto& s : v) s = static_cast<uint8_t>(120 + splitmix(seed) % 8);
 }
 
 // One matrix's storage (codes + scales) in the checkpoint layout.
 struct Weights {
-  std::vector<uint8_t> codes, scales;
+  HugeBytes codes, scales;
 };
 
 Weights make_weights(const Shape& s, uint64_t seed) {

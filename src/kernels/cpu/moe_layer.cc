@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_tiles.h"
+#include "kernels/cpu/row_pairs.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -189,8 +190,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   });
   const float* h_routed = prepare ? hp : h;  // [n_assign, ldx2]
 
-  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
+  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. A tile
+  // reads rows n and n + step, half the chunk apart (row_pairs.h): w2 rows are 1-2 KB, so adjacent rows
+  // would share a page and the L2 streamer would follow only one of the tile's two streams.
   for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
+    const int64_t step = detail::far_pair_step(n1 - n0);
     for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
     for (int64_t slot = 0; slot < n_slots; ++slot) {
       const bool routed = slot < n_routed_slots;
@@ -198,21 +202,22 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       const int64_t na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - a0 : n_tokens;
       for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {
         const int nt = static_cast<int>(std::min<int64_t>(kTileTokens, na - t0));
-        for (int64_t n = n0; n < n1; n += kTileRows) {
-          const int nr = static_cast<int>(std::min<int64_t>(kTileRows, n1 - n));
+        for (int64_t q = 0; q < detail::far_pair_tiles(n1 - n0); ++q) {
+          const int64_t n = n0 + q;  // the tile's rows: n, n + step
+          const int nr = detail::far_pair_rows(n1 - n0, q);
           float sums[kTileRows][kTileTokens];
           if (routed) {
             const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
             detail::Fp4Tile t;
             t.k = n_inter;
             t.ldx = ldx2;
-            t.prefetch = kTileRows * (n_inter / 2);  // the next row pair of w2
+            t.prefetch = n_inter / 2;  // the next tile's rows of w2: n + 1, n + step + 1
             t.n_rows = nr;
             t.n_tokens = nt;
             t.x = h_routed + (a0 + t0) * ldx2;
             for (int r = 0; r < nr; ++r) {
-              t.w[r] = e.w2.packed + (n + r) * (n_inter / 2);
-              t.s[r] = e.w2.scales + (n + r) * (n_inter / 32);
+              t.w[r] = e.w2.packed + (n + r * step) * (n_inter / 2);
+              t.s[r] = e.w2.scales + (n + r * step) * (n_inter / 32);
             }
             fp4_tile(t);
             std::memcpy(sums, t.sums, sizeof(sums));
@@ -221,20 +226,20 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             detail::Fp8Tile t;
             t.k = shared_inter;
             t.ldx = shared_inter;
-            t.prefetch = kTileRows * shared_inter;
+            t.prefetch = shared_inter;
             t.n_rows = nr;
             t.n_tokens = nt;
             t.x = hs + t0 * shared_inter;
             for (int r = 0; r < nr; ++r) {
-              t.w[r] = e.w2.codes + (n + r) * shared_inter;
-              t.s[r] = e.w2.scales + ((n + r) / 128) * ((shared_inter + 127) / 128);
+              t.w[r] = e.w2.codes + (n + r * step) * shared_inter;
+              t.s[r] = e.w2.scales + ((n + r * step) / 128) * ((shared_inter + 127) / 128);
             }
             fp8_tile(t);
             std::memcpy(sums, t.sums, sizeof(sums));
           }
           for (int j = 0; j < nt; ++j) {
             const int64_t tok = routed ? assign_token[a0 + t0 + j] : t0 + j;
-            for (int r = 0; r < nr; ++r) y[tok * d + n + r] += round_bf16(sums[r][j]);  // each expert outputs bf16
+            for (int r = 0; r < nr; ++r) y[tok * d + n + r * step] += round_bf16(sums[r][j]);  // each expert outputs bf16
           }
         }
       }

@@ -11,6 +11,7 @@
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_tiles.h"
+#include "kernels/cpu/row_pairs.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -69,28 +70,34 @@ bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_token
 }
 #endif
 
-// x: [n_tokens, ldx] in the tile's layout.
+// x: [n_tokens, ldx] in the tile's layout. far_pairs (two-row tiles only): tile q of a row block reads rows
+// q and q + h (row_pairs.h) instead of two adjacent rows.
 template <typename Tile, typename TileFn, typename SetRow>
 void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64_t ldx, float* out,
-              const MatmulOptions& opt, int64_t row_bytes, TileFn tile_fn, SetRow set_row) {
+              const MatmulOptions& opt, int64_t row_bytes, TileFn tile_fn, SetRow set_row, bool far_pairs = false) {
   constexpr int kRows = static_cast<int>(sizeof(Tile::w) / sizeof(Tile::w[0]));  // rows per tile
+  DSV4_DCHECK(!far_pairs || kRows == 2, "run_rows: far pairs need two-row tiles");
   auto body = [&](int64_t r0, int64_t r1, int) {
     Tile t;
     t.k = k;
     t.ldx = ldx;
-    t.prefetch = kRows * row_bytes;  // the next tile's rows
+    t.prefetch = (far_pairs ? 1 : kRows) * row_bytes;  // the next tile's rows
     for (int64_t nb = r0; nb < r1; nb += kRowBlock) {
       const int64_t ne = std::min(r1, nb + kRowBlock);
+      const int64_t step = far_pairs ? detail::far_pair_step(ne - nb) : 1;
+      const int64_t n_tiles = far_pairs ? detail::far_pair_tiles(ne - nb) : (ne - nb + kRows - 1) / kRows;
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
         t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
         t.x = x + t0 * ldx;
-        for (int64_t n = nb; n < ne; n += kRows) {
-          t.n_rows = static_cast<int>(std::min<int64_t>(kRows, ne - n));
-          for (int r = 0; r < t.n_rows; ++r) set_row(t, r, n + r);
+        for (int64_t q = 0; q < n_tiles; ++q) {
+          // The tile's rows: n, n + step, ...
+          const int64_t n = far_pairs ? nb + q : nb + q * kRows;
+          t.n_rows = far_pairs ? detail::far_pair_rows(ne - nb, q) : static_cast<int>(std::min<int64_t>(kRows, ne - n));
+          for (int r = 0; r < t.n_rows; ++r) set_row(t, r, n + r * step);
           tile_fn(t);
           for (int j = 0; j < t.n_tokens; ++j) {
             float* o = out + (t0 + j) * n_rows + n;
-            for (int r = 0; r < t.n_rows; ++r) o[r] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
+            for (int r = 0; r < t.n_rows; ++r) o[r * step] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
           }
         }
       }
@@ -187,7 +194,8 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
                             [&](detail::Fp4Tile& t, int r, int64_t row) {
                               t.w[r] = w.packed + row * half;
                               t.s[r] = w.scales + row * n_sblocks;
-                            });
+                            },
+                            /*far_pairs=*/true);
 }
 
 }  // namespace dsv4::kernels

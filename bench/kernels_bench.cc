@@ -129,34 +129,6 @@ void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
                          benchmark::Counter::kIsRate);
 }
 
-// DRAM-streamed FP4: each call reads the next of kStreamMats 34 MiB matrices (680 MiB in all, beyond the
-// 480 MiB L3 this project's machines have), so the figure is what one core's decode sustains from memory.
-// The matrices are built on first use only.
-constexpr int kStreamMats = 20;
-constexpr int64_t kStreamRows = 8192, kStreamCols = 4096 * 2;
-
-void fp4_stream_case(benchmark::State& state, Isa isa, int64_t m) {
-  static const std::vector<uint8_t> packed = random_bytes(static_cast<size_t>(kStreamMats * kStreamRows * kStreamCols / 2), 7, 0xFF);
-  static const std::vector<uint8_t> scales = [] {
-    auto s = random_bytes(static_cast<size_t>(kStreamMats * kStreamRows * kStreamCols / 32), 8, 0x07);
-    for (auto& b : s) b = static_cast<uint8_t>(b + 120);
-    return s;
-  }();
-  const auto x = activations(m, kStreamCols);
-  std::vector<float> out(static_cast<size_t>(m * kStreamRows));
-  int i = 0;
-  int64_t bytes = 0;
-  for (auto _ : state) {
-    const dsv4::kernels::Fp4Matrix w{packed.data() + i * kStreamRows * kStreamCols / 2,
-                                     scales.data() + i * kStreamRows * kStreamCols / 32, kStreamRows, kStreamCols};
-    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
-    benchmark::DoNotOptimize(out.data());
-    bytes += dsv4::kernels::fp4_weight_bytes(w);
-    i = (i + 1) % kStreamMats;
-  }
-  state.SetBytesProcessed(bytes);
-}
-
 // DRAM-streamed FP8 and BF16 decode GEMVs (m tokens) on 4 KiB or 2 MiB pages, on 1 or 2 threads (the
 // model's weights sit on 2 MiB pages): each call reads the next of kDenseStreamMats 32 MiB matrices of one
 // 640 MiB region (beyond the 480 MiB L3), FP8 4096x8192 (attn.wo_b) or BF16 4096x4096 (attn.wo_a's rows).
@@ -209,6 +181,38 @@ void dense_stream_case(benchmark::State& state, bool fp8, dsv4::PageKind kind, i
     i = (i + 1) % kDenseStreamMats;
   }
   state.SetBytesProcessed(state.iterations() * kDenseStreamMatBytes);
+}
+
+// DRAM-streamed FP4 decode GEMVs with the routed experts' row lengths: k = 4096 (w1/w3, 2 KiB rows) or
+// k = 2048 (w2, 1 KiB rows), so two rows share a 4 KiB page as in the model (the far-pair tiles,
+// row_pairs.h, exist for that). Each call reads the next 32 MiB of packed codes of the same 640 MiB
+// region as the FP8/BF16 cases (every byte is a valid pair of E2M1 codes) plus its 2 MiB of scales
+// (codes 120..127: no denormal products), on 4 KiB or 2 MiB pages, on 1 or 2 threads. Real time.
+void fp4_stream_case(benchmark::State& state, dsv4::PageKind kind, int threads, int64_t m, int64_t k) {
+  const uint8_t* region = dense_stream_region(kind);
+  if (region == nullptr) {
+    state.SkipWithError("no memory for the stream region");
+    return;
+  }
+  const int64_t rows = 2 * kDenseStreamMatBytes / k;
+  static const std::vector<uint8_t> scales = [] {
+    auto v = random_bytes(static_cast<size_t>(kDenseStreamMats * kDenseStreamMatBytes / 16), 8, 0x07);
+    for (auto& b : v) b = static_cast<uint8_t>(b + 120);
+    return v;
+  }();
+  const auto x = activations(m, k);
+  std::vector<float> out(static_cast<size_t>(m * rows));
+  dsv4::ThreadPool pool(threads);
+  const dsv4::kernels::MatmulOptions opt{true, Isa::kAvx512, threads > 1 ? &pool : nullptr};
+  int i = 0;
+  for (auto _ : state) {
+    const dsv4::kernels::Fp4Matrix w{region + i * kDenseStreamMatBytes, scales.data() + i * kDenseStreamMatBytes / 16,
+                                     rows, k};
+    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), opt);
+    benchmark::DoNotOptimize(out.data());
+    i = (i + 1) % kDenseStreamMats;
+  }
+  state.SetBytesProcessed(state.iterations() * (kDenseStreamMatBytes + kDenseStreamMatBytes / 16));
 }
 
 // One MoE layer step at V4-Flash-medium shapes (d 4096, intermediate 2048, top-6 + the FP8 shared expert)
@@ -302,11 +306,16 @@ const int kRegistered = [] {
                                              .c_str(),
                                          [=](benchmark::State& s) { dense_stream_case(s, fp8, kind, threads, m); })
                 ->UseRealTime();
-    for (int64_t m : {1, 2, 8})
-      benchmark::RegisterBenchmark(("fp4_gemm_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
-                                    std::to_string(m) + "/8192x8192")
-                                       .c_str(),
-                                   [=](benchmark::State& s) { fp4_stream_case(s, isa, m); });
+    for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
+      for (int threads : {1, 2})
+        for (int64_t m : {1, 2, 8})
+          for (int64_t k : {4096, 2048})
+            benchmark::RegisterBenchmark(("fp4_gemm_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/" +
+                                          dsv4::page_kind_name(kind) + "/threads=" + std::to_string(threads) +
+                                          "/m=" + std::to_string(m) + "/k=" + std::to_string(k))
+                                             .c_str(),
+                                         [=](benchmark::State& s) { fp4_stream_case(s, kind, threads, m, k); })
+                ->UseRealTime();
   }
   return 0;
 }();

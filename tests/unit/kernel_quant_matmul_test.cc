@@ -215,6 +215,23 @@ TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
   }
 }
 
+// fp4_gemm's two-row tiles read rows q and q + h of each 32-row block (row_pairs.h), the last tile of an
+// odd block one row: every block length 1..32 and every tail after whole blocks, against the oracle on
+// every ISA, serial and threaded (whose chunks start blocks at other rows).
+TEST(KernelQuantMatmul, Fp4FarPairTilesAtEveryRowCount) {
+  std::mt19937 rng(77);
+  ThreadPool pool(3);
+  for (int64_t n = 1; n <= 70; ++n) {
+    for (int64_t m : {1, 3}) {
+      Fp4Case c = make_fp4(rng, n, 64, 0);
+      const std::vector<float> x = make_x(rng, m, 64, 0);
+      check_shape(
+          c.w, m, x.data(), fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
+          "fp4 far pairs n=" + std::to_string(n) + " m=" + std::to_string(m));
+    }
+  }
+}
+
 // Activations exact in bf16 at every K take the AVX-512 nibble-plane FP4 tile (the grid above
 // gives it only K % 128 == 0, whose activations are fake-quantized): block counts that are not a
 // multiple of its 4-block step, against the same oracle and the same invariances.

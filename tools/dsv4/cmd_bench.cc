@@ -45,12 +45,13 @@ constexpr int64_t kMiB = 1024 * 1024;
 constexpr const char* kUsage =
     "usage: dsv4 bench [--model DIR] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
-    "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--backend cpu|reference]\n"
+    "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
+    "                  [--backend cpu|reference]\n"
     "                  [--weights auto|copy|mmap]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
     "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
-    "  1, 4, 8 (--decode-steps after a --decode-prompt per sequence, default 16 / 16) with the weight bytes\n"
+    "  1, 4, 8 or --batches (--decode-steps after a --decode-prompt per sequence, default 16 / 16) with the weight bytes\n"
     "  each step reads from the run's own routing, achieved GB/s and its ratio to the probe, tokens per CPU\n"
     "  second (steady under load with --threads 1), the speedup over batch 1 and its bandwidth ceiling\n"
     "  b * bytes_step(1) / bytes_step(b) (more distinct experts per step: a lower ceiling), and the fraction.\n"
@@ -233,9 +234,27 @@ std::string huge_note(const kernels::ReadProbeResult& p) {
   return ", " + std::to_string(*p.huge_page_bytes / kMiB) + " of " + std::to_string(p.bytes / kMiB) + " MiB on huge pages";
 }
 
+// "N,N,..." with every N in [lo, hi]; an empty item, a non-number or one out of range is an error.
+Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    const std::string item = list.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < lo || v > hi)
+      return invalid_argument("bench.bad_list", "'" + item + "' is not an integer in [" + std::to_string(lo) + ", " +
+                                                    std::to_string(hi) + "]");
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
-                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--backend", "--weights"},
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -259,21 +278,12 @@ int cmd_bench(int argc, char** argv) {
   if (!ws_mb.is_ok()) return report_error("bench", ws_mb.status());
   if (!min_time.is_ok()) return report_error("bench", min_time.status());
   const bool json = args.has("--json");
-  std::vector<int64_t> contexts;
-  {
-    const std::string list = args.get_or("--contexts", "1024,4096,16384,65536");
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      const size_t comma = std::min(list.find(',', pos), list.size());
-      const std::string item = list.substr(pos, comma - pos);
-      char* end = nullptr;
-      const long long v = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 1 || v > (1ll << 22))
-        return report_error("bench", invalid_argument("bench.bad_contexts", "--contexts wants N,N,... in [1, 4194304]"));
-      contexts.push_back(v);
-      pos = comma + 1;
-    }
-  }
+  auto contexts = parse_int_list(args.get_or("--contexts", "1024,4096,16384,65536"), 1, int64_t{1} << 22);
+  if (!contexts.is_ok())
+    return report_error("bench", invalid_argument("bench.bad_contexts", "--contexts wants N,N,... in [1, 4194304]"));
+  auto batches = parse_int_list(args.get_or("--batches", "1,4,8"), 1, 4096);
+  if (!batches.is_ok())
+    return report_error("bench", invalid_argument("bench.bad_batches", "--batches wants N,N,... in [1, 4096]"));
   std::optional<ModelConfig> model_cfg;
   auto prefill_tokens = args.get_int("--prefill-tokens", 128, 1, 1 << 20);
   auto decode_steps = args.get_int("--decode-steps", 16, 1, 1 << 20);
@@ -486,7 +496,7 @@ int cmd_bench(int argc, char** argv) {
 
   // 5. Attention per token against context: the model's CSA shapes (V4-Flash's without --model).
   const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
-  report["attention"] = bench::bench_attention(ashape, contexts, *min_time, used, &pool, json);
+  report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
 
   // 6. The model end to end: prefill, decode at batch 1/4/8 against the probe.
   if (model_cfg) {
@@ -494,6 +504,7 @@ int cmd_bench(int argc, char** argv) {
     mo.prefill_tokens = *prefill_tokens;
     mo.decode_steps = *decode_steps;
     mo.decode_prompt = *decode_prompt;
+    mo.batches = *batches;
     mo.model.threads = pool.n_threads();
     mo.model.isa = isa;
     mo.model.backend = backend;

@@ -7,6 +7,7 @@
 
 #include "core/formats.h"
 #include "io/safetensors.h"
+#include "kernels/cpu/hc_mix.h"
 
 namespace dsv4 {
 namespace {
@@ -28,6 +29,7 @@ enum class LinearKind {
 class Loader {
  public:
   Loader(const Checkpoint& ck, Backend backend) : ck_(ck), backend_(backend) {}
+  Backend backend() const { return backend_; }
 
   Result<const TensorInfo*> get(const std::string& name, const std::vector<uint64_t>& shape) {
     const TensorInfo* t = ck_.find(name);
@@ -235,6 +237,7 @@ uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 Status load_hc(Loader& ld, const std::string& p, const std::string& site, int64_t n_mix, int64_t n_scale,
                const ModelConfig& c, HcWeights* hw) {
   DSV4_RETURN_IF_ERROR(ld.floats(p + "hc_" + site + "_fn", {u(n_mix), u(c.hc_mult * c.dim)}, &hw->fn));
+  if (ld.backend() == Backend::kCpu) hw->fn_t = kernels::hc_transpose_fn(hw->fn.data(), n_mix, c.hc_mult * c.dim);
   DSV4_RETURN_IF_ERROR(ld.floats(p + "hc_" + site + "_base", {u(n_mix)}, &hw->base));
   return ld.floats(p + "hc_" + site + "_scale", {u(n_scale)}, &hw->scale);
 }

@@ -50,6 +50,9 @@ struct EmbeddingTable {
 
 struct HcWeights {
   std::vector<float> fn;     // [n_mix, hc·dim]
+  // cpu backend: fn transposed for the per-token mix kernel (kernels/cpu/hc_mix.h), [hc·dim, ld]; empty on
+  // the reference backend.
+  std::vector<float> fn_t;
   std::vector<float> base;   // [n_mix]
   std::vector<float> scale;  // [3] (hc_head: [1])
 };

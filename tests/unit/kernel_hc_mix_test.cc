@@ -56,6 +56,39 @@ TEST(KernelHcMix, BitIdenticalToReference) {
         }
 }
 
+// The per-token kernel (mixes as lanes, fn transposed and padded to whole 8-mix vectors): the same bits as
+// the reference over mix counts around the vector width and the 32-mix block (1, 4, 5, 24, 33, 64), widths
+// with odd tails, token counts and thread counts.
+TEST(KernelHcMix, ByTokenBitIdenticalToReference) {
+  std::mt19937 rng(6);
+  ThreadPool pool2(2), pool3(3);
+  for (int64_t width : {1, 7, 64, 130, 1027})
+    for (int64_t n_mix : {1, 4, 5, 24, 33, 64})
+      for (int64_t n : {1, 2, 5})
+        for (int decades : {0, 20}) {
+          const auto fn = values(rng, n_mix * width, decades);
+          const auto x = values(rng, n * width, decades);
+          const auto fn_t = hc_transpose_fn(fn.data(), n_mix, width);
+          ASSERT_EQ(fn_t.size(), static_cast<size_t>(width * hc_fn_t_ld(n_mix)));
+          ref::HcParams p;
+          p.hc_mult = 1;
+          p.dim = width;
+          p.norm_eps = 1e-6f;
+          std::vector<float> want(static_cast<size_t>(n * n_mix));
+          for (int64_t t = 0; t < n; ++t)
+            ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data() + t * n_mix);
+          for (Isa isa : isas())
+            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+              std::vector<float> got(static_cast<size_t>(n * n_mix), NAN);
+              hc_mixes_by_token(fn_t.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, pool);
+              for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                    << "isa " << isa_name(isa) << " width " << width << " n_mix " << n_mix << " n " << n << " decades "
+                    << decades << " element " << i << ": " << got[i] << " vs " << want[i];
+            }
+        }
+}
+
 // A zero stream: the reference gives rs = 1/sqrt(eps) and mixes of exactly 0; masked lanes of a partial
 // group must not leak into the real ones either.
 TEST(KernelHcMix, ZeroTokenAmongOthers) {

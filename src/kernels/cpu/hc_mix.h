@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/isa.h"
 
@@ -24,6 +25,16 @@ namespace dsv4::kernels {
 // calling thread). No allocation once a thread has seen its largest (n_tokens, width).
 void hc_mixes(const float* fn, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens, float norm_eps, float* m,
               Isa isa, ThreadPool* pool);
+
+// The same mixes, bit for bit, one token at a time with the mixes as the vector lanes: for a handful of
+// tokens (decode) the token-lane kernel above fills one lane of eight and transposes x first, while this
+// reads x in place and runs all mixes of a token as independent chains in one pass.
+// fn_t: fn transposed and zero-padded, [width, hc_fn_t_ld(n_mix)] (hc_transpose_fn; weights transpose once
+// at load). pool splits the tokens (nullptr, or one token: the calling thread). No allocation.
+int64_t hc_fn_t_ld(int64_t n_mix);
+std::vector<float> hc_transpose_fn(const float* fn, int64_t n_mix, int64_t width);
+void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens,
+                       float norm_eps, float* m, Isa isa, ThreadPool* pool);
 
 namespace detail {
 // Token lanes per group.
@@ -43,6 +54,11 @@ void hc_sumsq_avx2(const float* xt, int64_t width, double* ss);
 void hc_mix_avx512(const float* fn, int64_t width, int64_t k0, int64_t k1, const float* xt, const float* rs,
                    int n_lanes, float* m, int64_t ldm);
 void hc_sumsq_avx512(const float* xt, int64_t width, double* ss);
+// One token: sums[k] = Σ_i f64(x_i)·f64(fn_t[i][k]) for k < ld, and *ss = Σ_i f64(fp32(x_i²)).
+using HcMixTokenFn = void (*)(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
+void hc_mix_token_scalar(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
+void hc_mix_token_avx2(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
+void hc_mix_token_avx512(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
 }  // namespace detail
 
 }  // namespace dsv4::kernels

@@ -12,4 +12,8 @@ void hc_sumsq_avx512(const float* xt, int64_t width, double* ss) {
   hc_body::sumsq(xt, width, ss);
 }
 
+void hc_mix_token_avx512(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums) {
+  hc_body::mix_token(fn_t, ld, width, x, ss, sums);
+}
+
 }  // namespace dsv4::kernels::detail

@@ -27,14 +27,25 @@ void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
   }
 }
 
+// Up to this many tokens the mixes run token by token with the mixes as vector lanes (decode); from
+// there on the token-lane kernel, whose 8-token groups then fill (bench/hc_mix_bench.cc: at 24 mixes
+// of width 16384, one token 63 µs against 530 µs; the two meet near 8 tokens).
+constexpr int64_t kMixByTokenMax = 4;
+
 // The mixes of all n tokens at once on the cpu backend (kernels/cpu/hc_mix.h, bit-identical to the
-// reference's per-token mixes): [n, n_mix] in a grow-only per-thread buffer. nullptr on the reference backend.
+// reference's per-token mixes by either kernel): [n, n_mix] in a grow-only per-thread buffer. nullptr on
+// the reference backend.
 const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_mix, const float* H, int64_t n) {
   if (ctx.exec.backend != Backend::kCpu) return nullptr;
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> m;
   m.grow(n * n_mix);
-  kernels::hc_mixes(w.fn.data(), n_mix, p.hc_mult * p.dim, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
+  const int64_t width = p.hc_mult * p.dim;
+  if (n <= kMixByTokenMax && !w.fn_t.empty()) {
+    kernels::hc_mixes_by_token(w.fn_t.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
+  } else {
+    kernels::hc_mixes(w.fn.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
+  }
   return m.data();
 }
 

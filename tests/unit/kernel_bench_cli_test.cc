@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/host_memory.h"
 #include "io/model_config.h"
+#include "kernels/cpu/read_probe.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 
@@ -51,6 +53,12 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     EXPECT_EQ(c["weight_bytes"].get<int64_t>(), want) << kernel;
     EXPECT_GT(c["gbps"].get<double>(), 0.0);
     EXPECT_NE(kernel.find("/m=1"), std::string::npos);
+  }
+  // The GEMV weight copies sit on huge pages (where the model's weights sit), with what the kernel granted.
+  const auto& gp = j["decode_gemv_pages"];
+  EXPECT_EQ(gp["kind"].get<std::string>(), "huge");
+  if (gp.contains("max_anon_huge_bytes")) {
+    EXPECT_EQ(gp["max_anon_huge_bytes"].get<int64_t>() % (int64_t{2} << 20), 0);
   }
   // 6 routed FP4 experts (w1, w3, w2) + the FP8 shared expert, per decode token.
   const int64_t fp4 = 2048 * 4096 / 2 + 2048 * 4096 / 32, fp8 = 2048 * 4096 + 16 * 32;
@@ -171,13 +179,16 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     EXPECT_LE(per_step, dense + L * std::min(static_cast<double>(b) * k, static_cast<double>(cfg->n_routed_experts)) * expert + 1e-6);
     EXPECT_DOUBLE_EQ(row["weight_bytes_per_token"].get<double>(), per_step / static_cast<double>(b));
     EXPECT_GT(row["tokens_per_s"].get<double>(), 0.0);
-    EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / j["read_probe"]["best_gbps"].get<double>(), 1e-9);
+    // The model rows' ratios use the probe taken right before the model section.
+    const auto& near = j["read_probe_before_model"];
+    EXPECT_GT(near["best_gbps"].get<double>(), 0.0);
+    EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / near["best_gbps"].get<double>(), 1e-9);
     // Bytes per CPU-second: the step bytes over the row's CPU time, against the probe's.
     const double steps = static_cast<double>(row["steps"].get<int64_t>());
     EXPECT_NEAR(row["gb_per_cpu_s"].get<double>(), per_step * steps / row["cpu_seconds"].get<double>() / 1e9,
                 1e-9 * row["gb_per_cpu_s"].get<double>());
     EXPECT_NEAR(row["ratio_to_probe_cpu"].get<double>(),
-                row["gb_per_cpu_s"].get<double>() / j["read_probe"]["best_cpu_gbps"].get<double>(), 1e-9);
+                row["gb_per_cpu_s"].get<double>() / near["best_cpu_gbps"].get<double>(), 1e-9);
     // Compute: every token multiplies the dense weights and its top-k experts' in every layer, whatever
     // the routing (rows carry the figures where the CPU has the tiles' instructions).
     if (row.contains("weight_gflop_per_step")) {
@@ -217,8 +228,44 @@ TEST(KernelBenchCli, RejectsBadFlags) {
   r = test::run_command(test::cli_path().string() + " bench --contexts 64,,8 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_contexts"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --batches 1,0 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.bad_batches"), std::string::npos) << r.output;
   r = test::run_command(test::cli_path().string() + " bench --model /nonexistent/dir --probe-mb 1 2>&1");
   EXPECT_NE(r.exit_code, 0);
+}
+
+// A probe or working set the machine cannot hold is refused up front with its rule (before any section
+// runs), not an abort or an OOM kill mid-run: 1 TiB is beyond this test machine's MemAvailable.
+TEST(KernelBenchCli, RejectsBuffersBeyondAvailableMemory) {
+  const auto avail = mem_available_bytes();
+  if (!avail || *avail >= (uint64_t{1} << 40) / 10 * 9) GTEST_SKIP() << "MemAvailable unknown or above 1 TiB";
+  auto r = test::run_command(test::cli_path().string() + " bench --probe-mb 1048576 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.probe_too_large"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("read probe"), std::string::npos) << "no section may run first: " << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --working-set-mb 1048576 --probe-mb 8 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.working_set_too_large"), std::string::npos) << r.output;
+}
+
+// The probe itself reports a buffer it cannot have as a Status, not an abort: an invalid size, and a
+// mapping larger than the address space the kernel will give (2^55 bytes).
+TEST(KernelReadProbe, RefusesBadSizesWithAStatus) {
+  auto r = kernels::run_read_probe(32, 1, nullptr);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().rule(), "read_probe.size");
+  r = kernels::run_read_probe(1024, 0, nullptr);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().rule(), "read_probe.size");
+  r = kernels::run_read_probe(int64_t{1} << 55, 1, nullptr, PageKind::kHuge);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().rule(), "memory.anon_map");
+  // A small one works and reads what it wrote.
+  r = kernels::run_read_probe(1 << 20, 2, nullptr);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->bytes, 1 << 20);
+  EXPECT_GT(r->best_gbps, 0.0);
 }
 
 }  // namespace

@@ -206,11 +206,12 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
   nlohmann::json rows = nlohmann::json::array();
   double tps1 = 0, step_bytes1 = 0;
   if (!opt.quiet)
-    std::printf("model decode (%lld steps after a %lld-token prompt per sequence):\n  %6s %10s %10s %12s %12s %8s %9s %9s %8s %8s\n",
-                static_cast<long long>(opt.decode_steps), static_cast<long long>(opt.decode_prompt), "batch",
-                "tokens/s", "tok/cpu-s", "MB/token", "MB/step", "GB/s", "of probe", "x batch1", "ceiling", "of ceil");
-  if (!opt.quiet && opt.probe_cpu_gbps > 0)
-    std::printf("  (per CPU-second: the probe reads %.2f GB; each row's GB/cpu-s and its ratio follow it)\n", opt.probe_cpu_gbps);
+    std::printf("model decode (%lld steps after a %lld-token prompt per sequence; 'of probe': wall GB/s over the probe's,\n"
+                "  'of probe/cpu': GB per CPU-second over the probe's %.2f GB per CPU-second, the figure a shared\n"
+                "  machine's load moves least):\n  %6s %10s %10s %12s %12s %8s %9s %9s %13s %9s %8s %8s\n",
+                static_cast<long long>(opt.decode_steps), static_cast<long long>(opt.decode_prompt), opt.probe_cpu_gbps,
+                "batch", "tokens/s", "tok/cpu-s", "MB/token", "MB/step", "GB/s", "of probe", "GB/cpu-s", "of probe/cpu",
+                "x batch1", "ceiling", "of ceil");
   for (const int64_t b : opt.batches) {
     std::vector<std::unique_ptr<SequenceState>> seqs;
     std::vector<SequenceState*> states;
@@ -302,12 +303,11 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     }
     rows.push_back(row);
     if (!opt.quiet)
-      std::printf("  %6lld %10.2f %10.2f %12.3f %12.3f %8.2f %8.1f%% %8.2fx %7.2fx %7.1f%%\n", static_cast<long long>(b),
-                  tps, tokens / cpu_sec, bytes / tokens / 1e6, step_bytes / 1e6, gbps, opt.probe_gbps > 0 ? 100.0 * gbps / opt.probe_gbps : 0.0,
-                  speedup, ceiling, ceiling > 0 ? 100.0 * speedup / ceiling : 0.0);
-    if (!opt.quiet && opt.probe_cpu_gbps > 0)
-      std::printf("  %6s %8.2f GB/cpu-s, %.1f%% of the probe's per CPU-second\n", "", gb_per_cpu_s,
-                  100.0 * gb_per_cpu_s / opt.probe_cpu_gbps);
+      std::printf("  %6lld %10.2f %10.2f %12.3f %12.3f %8.2f %8.1f%% %9.2f %12.1f%% %8.2fx %7.2fx %7.1f%%\n",
+                  static_cast<long long>(b), tps, tokens / cpu_sec, bytes / tokens / 1e6, step_bytes / 1e6, gbps,
+                  opt.probe_gbps > 0 ? 100.0 * gbps / opt.probe_gbps : 0.0, gb_per_cpu_s,
+                  opt.probe_cpu_gbps > 0 ? 100.0 * gb_per_cpu_s / opt.probe_cpu_gbps : 0.0, speedup, ceiling,
+                  ceiling > 0 ? 100.0 * speedup / ceiling : 0.0);
     if (!opt.quiet && have_peaks)
       std::printf("  %6s %8.1f GFLOP/s of weight matmuls (%.2f GFLOP/step): %.1f%% of the compute peak, %.1f%% per CPU-second\n",
                   "", flops / sec / 1e9, flops / 1e9 / static_cast<double>(opt.decode_steps), 100.0 * min_wall / sec,

@@ -56,8 +56,9 @@ constexpr const char* kUsage =
     "  second (steady under load with --threads 1), the speedup over batch 1 and its bandwidth ceiling\n"
     "  b * bytes_step(1) / bytes_step(b) (more distinct experts per step: a lower ceiling), and the fraction.\n"
     "  --probe-mb / --working-set-mb default to 4x / 2x the last-level cache (at least 1024 / 512 MiB)\n"
-    "  so that both read DRAM, not cache. The probe runs on 4 KiB pages and on 2 MiB huge pages; every ratio\n"
-    "  uses the higher of the two (the GEMV and MoE weight copies sit on huge pages, as the model's do).\n"
+    "  so that both read DRAM, not cache (each at most 90% of MemAvailable). The probe runs on 4 KiB pages and\n"
+    "  on 2 MiB huge pages; every ratio uses the higher of the two (the model rows: a second, shorter probe\n"
+    "  taken right before them) (the GEMV and MoE weight copies sit on huge pages, as the model's do).\n"
     "  --weights: how the model section holds the checkpoint (see dsv4 generate --help); the load time, the\n"
     "  mode chosen and the process's huge-page bytes after load are printed.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
@@ -277,6 +278,19 @@ int cmd_bench(int argc, char** argv) {
   if (!probe_mb.is_ok()) return report_error("bench", probe_mb.status());
   if (!ws_mb.is_ok()) return report_error("bench", ws_mb.status());
   if (!min_time.is_ok()) return report_error("bench", min_time.status());
+  // Buffers larger than the memory the kernel can give would abort the mapping or be OOM-killed when
+  // touched, minutes into a run: refuse them here (MemAvailable, with a tenth kept for everything else).
+  if (const auto avail = mem_available_bytes()) {
+    const uint64_t limit = *avail / 10 * 9;
+    const auto check = [&](int64_t mb, const char* flag, const char* rule) -> Status {
+      if (static_cast<uint64_t>(mb) * kMiB <= limit) return Status::ok();
+      return invalid_argument(rule, std::string(flag) + " " + std::to_string(mb) + " MiB exceeds 90% of MemAvailable (" +
+                                        std::to_string(*avail / kMiB) + " MiB): lower it");
+    };
+    if (Status st = check(*probe_mb, "--probe-mb", "bench.probe_too_large"); !st.is_ok()) return report_error("bench", st);
+    if (Status st = check(*ws_mb, "--working-set-mb", "bench.working_set_too_large"); !st.is_ok())
+      return report_error("bench", st);
+  }
   const bool json = args.has("--json");
   auto contexts = parse_int_list(args.get_or("--contexts", "1024,4096,16384,65536"), 1, int64_t{1} << 22);
   if (!contexts.is_ok())
@@ -321,7 +335,9 @@ int cmd_bench(int argc, char** argv) {
   ProbeLimit probe;
   report["read_probe"] = nlohmann::json::object();
   for (PageKind pages : {PageKind::kSmall, PageKind::kHuge}) {
-    const auto p = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool, pages);
+    const auto probed = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool, pages);
+    if (!probed.is_ok()) return report_error("bench", probed.status());
+    const kernels::ReadProbeResult& p = *probed;
     probe.best_gbps = std::max(probe.best_gbps, p.best_gbps);
     probe.best_cpu_gbps = std::max(probe.best_cpu_gbps, p.best_cpu_gbps);
     nlohmann::json& j = report["read_probe"][page_kind_name(pages)];
@@ -357,19 +373,22 @@ int cmd_bench(int argc, char** argv) {
   }
 
   if (!json) {
-    std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set):\n",
+    std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set on huge pages):\n",
                 static_cast<long long>(*ws_mb));
     std::printf("  %-28s %-24s %12s %9s %8s %9s\n", "tensor", "kernel", "shape", "us/call", "GB/s", "of probe");
   }
 
   // 2. Decode GEMV: cycle through enough distinct copies of each matrix that the set exceeds the cache.
   nlohmann::json gemv = nlohmann::json::array();
+  std::optional<uint64_t> gemv_anon_huge;
   for (const Shape& s : kShapes) {
     const int64_t bytes = matrix_bytes(s);
     const int64_t copies = std::max<int64_t>(1, (*ws_mb * kMiB + bytes - 1) / bytes);
     std::vector<Weights> ws;
     ws.reserve(static_cast<size_t>(copies));
     for (int64_t c = 0; c < copies; ++c) ws.push_back(make_weights(s, 1000 + static_cast<uint64_t>(c)));
+    if (const HugePageUsage u = process_huge_pages(); u.known)
+      gemv_anon_huge = std::max(gemv_anon_huge.value_or(0), u.anon_huge_bytes);
     const std::vector<float> x = make_activations(1, s.n_cols, 7);
     std::vector<float> out(static_cast<size_t>(s.n_rows));
     const kernels::MatmulOptions opt{true, used, &pool};
@@ -393,6 +412,12 @@ int cmd_bench(int argc, char** argv) {
                   100.0 * gbps / probe.best_gbps);
   }
   report["decode_gemv"] = gemv;
+  // What the kernel granted: the process's anonymous huge-page bytes at the largest row's copies.
+  report["decode_gemv_pages"] = {{"kind", "huge"}};
+  if (gemv_anon_huge) report["decode_gemv_pages"]["max_anon_huge_bytes"] = *gemv_anon_huge;
+  if (!json && gemv_anon_huge)
+    std::printf("  (weight copies on huge pages: up to %.0f MiB of the process on huge pages as granted)\n",
+                static_cast<double>(*gemv_anon_huge) / kMiB);
 
   // 3. One MoE layer at decode (1 token, 6 of n routed FP4 experts + the FP8 shared expert), with enough
   // distinct experts that they do not fit in cache; the routing changes every call.
@@ -509,8 +534,23 @@ int cmd_bench(int argc, char** argv) {
     mo.model.isa = isa;
     mo.model.backend = backend;
     mo.model.weights.residency = *weights;
-    mo.probe_gbps = probe.best_gbps;
-    mo.probe_cpu_gbps = probe.best_cpu_gbps;
+    // The model rows' ratios use a probe taken right before them: on a shared machine the first probe
+    // may have run under another load than the model does, minutes later. Both page kinds again (the
+    // higher of each figure), 3 passes of at most 1 GiB: a second or two.
+    ProbeLimit near;
+    for (PageKind pages : {PageKind::kSmall, PageKind::kHuge}) {
+      const auto p = kernels::run_read_probe(std::min<int64_t>(*probe_mb, 1024) * kMiB, 3, &pool, pages);
+      if (!p.is_ok()) return report_error("bench", p.status());
+      near.best_gbps = std::max(near.best_gbps, p->best_gbps);
+      near.best_cpu_gbps = std::max(near.best_cpu_gbps, p->best_cpu_gbps);
+    }
+    report["read_probe_before_model"] = {{"best_gbps", near.best_gbps}, {"best_cpu_gbps", near.best_cpu_gbps}};
+    if (!json)
+      std::printf("\nread probe again, right before the model section: %.1f GB/s, %.1f GB per CPU-second (first probe "
+                  "%.1f, %.1f); the model rows' ratios use these\n",
+                  near.best_gbps, near.best_cpu_gbps, probe.best_gbps, probe.best_cpu_gbps);
+    mo.probe_gbps = near.best_gbps;
+    mo.probe_cpu_gbps = near.best_cpu_gbps;
     mo.peaks = &peaks;
     mo.quiet = json;
     auto r = bench::bench_model(*args.get("--model"), mo);

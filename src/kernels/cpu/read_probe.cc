@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "core/check.h"
 #include "core/thread_pool.h"
 
 #if defined(__x86_64__)
@@ -88,12 +87,13 @@ uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool) {
   return total;
 }
 
-ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages) {
-  DSV4_CHECK(bytes >= 64 && passes >= 1, "read probe needs at least 64 bytes and one pass");
+Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages) {
+  if (bytes < 64 || passes < 1)
+    return invalid_argument("read_probe.size", "the read probe needs at least 64 bytes and one pass, got " +
+                                                   std::to_string(bytes) + " bytes, " + std::to_string(passes) + " passes");
   const int64_t n_words = bytes / 8 / 8 * 8;
-  auto mem = PageMemory::allocate(static_cast<uint64_t>(n_words) * 8, pages);
-  DSV4_CHECK(mem.is_ok(), "read probe: allocation failed");
-  auto* data = reinterpret_cast<uint64_t*>(mem->data());
+  DSV4_ASSIGN_OR_RETURN(PageMemory mem, PageMemory::allocate(static_cast<uint64_t>(n_words) * 8, pages));
+  auto* data = reinterpret_cast<uint64_t*>(mem.data());
   // Fault the pages in from the threads that will read them (first touch places them on their node).
   auto fill = [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) data[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;

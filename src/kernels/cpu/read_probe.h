@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/host_memory.h"
+#include "core/status.h"
 
 namespace dsv4 {
 class ThreadPool;
@@ -36,7 +37,10 @@ int64_t last_level_cache_bytes();
 
 // Reads `bytes` (rounded down to 64) `passes` times after one warm-up pass that also faults the pages in.
 // The buffer (anonymous memory of the given page kind) is allocated here and freed before returning.
-ReadProbeResult run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages = PageKind::kSmall);
+// bytes < 64 or passes < 1: kInvalidArgument "read_probe.size"; a buffer the kernel will not map:
+// PageMemory's kResourceExhausted "memory.anon_map" (a caller sizing the buffer from user input checks
+// it against mem_available_bytes() first: a mapping that succeeds may still be OOM-killed when touched).
+Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages = PageKind::kSmall);
 
 // One multi-threaded read pass over [data, data + n_words): the sum of all words.
 uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool);

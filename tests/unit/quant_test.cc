@@ -291,6 +291,37 @@ TEST(Quant, Fp8RandomBlocks) {
   }
 }
 
+// fake_quant_fp8 rounds to the E4M3 grid on the float's bits (core/quant.cc), not through the codec: every
+// rounding case against the oracle — a sweep over float bit patterns from 0 up to the block maximum (both
+// signs, every binade including E4M3's subnormal range and below it), every grid value, every midpoint
+// between neighbours (the ties) and the floats one ulp either side of it, at scale 1 and at scale 2 (block
+// maxima 300 and 890 anchor each block's scale, so the elements cover |v / s| up to 445).
+TEST(Quant, Fp8EveryRoundingCaseMatchesTheOracle) {
+  const Format f = e4m3_format();
+  for (const float anchor : {300.0f, 890.0f}) {
+    const double s = anchor < 448.0f ? 1.0 : 2.0;
+    std::vector<float> vals;
+    for (uint32_t u = 0; u <= std::bit_cast<uint32_t>(anchor); u += 1117) vals.push_back(std::bit_cast<float>(u));
+    for (size_t i = 0; i < f.grid.size(); ++i) {
+      const auto g = static_cast<float>(f.grid[i] * s);
+      vals.push_back(g);
+      if (i + 1 == f.grid.size()) break;
+      const auto mid = static_cast<float>((f.grid[i] + f.grid[i + 1]) / 2 * s);  // exact: a short dyadic
+      for (int n : {-1, 0, 1}) vals.push_back(ulps(mid, n));
+    }
+    std::vector<float> x;
+    size_t k = 0;
+    for (size_t j = 0; j < vals.size(); ++j) {
+      if (x.size() % 128 == 0) x.push_back(anchor);
+      if (std::fabs(vals[j]) > anchor) continue;
+      x.push_back(k++ % 2 ? -vals[j] : vals[j]);
+    }
+    while (x.size() % 128 != 0) x.push_back(0.0f);
+    SCOPED_TRACE("anchor " + std::to_string(anchor));
+    check_fp8(x, 128);
+  }
+}
+
 TEST(Quant, Fp4RandomBlocks) {
   for (size_t block : {32u, 64u, 128u}) {
     SCOPED_TRACE("block " + std::to_string(block));

@@ -61,24 +61,32 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
 
   // Every linear below runs once over all rows of the batch: rows are independent in every linear kernel
   // (activation quantization is per row), so this is bit-identical to projecting each sequence alone.
-  // 1. Query latent qr = RMSNorm_q(wq_a·x): [n, q_lora_rank] (the indexer reuses it).
+  // The projections are independent linears in two waves — of x (wq_a, wkv, the compressor's and the
+  // indexer's), then of the normed qr (wq_b, the indexer's queries) — each wave one dispatch for a decode
+  // token (linear_jobs); the norms between them and after are per row, so the order changes no bit.
   thread_local CallScratch call;
-  float* qr = grow_only(call.qr, n * c.q_lora_rank);
-  linear(ctx.exec, w.wq_a, x, n, qr);
-  ref::rms_norm(qr, n, c.q_lora_rank, w.q_norm.data(), eps, qr);
-  // 2. Query heads [n, H, D]: per-head RMS in bf16 steps (RoPE per sequence below).
-  float* q = grow_only(call.q, n * H * D);
-  linear(ctx.exec, w.wq_b, qr, n, q);
-  ref::head_rms_norm_bf16(q, n * H, D, eps);
-  // 3. Shared K=V latent [n, D]: RMSNorm_kv(wkv·x) (RoPE tail and FP8 simulation per sequence below).
-  float* kv = grow_only(call.kv, n * D);
-  linear(ctx.exec, w.wkv, x, n, kv);
-  ref::rms_norm(kv, n, D, w.kv_norm.data(), eps, kv);
-  // The compressor's and the indexer's projections.
+  thread_local std::vector<LinearJob> x_jobs, qr_jobs;
+  x_jobs.clear();
+  qr_jobs.clear();
+  float* qr = grow_only(call.qr, n * c.q_lora_rank);  // [n, q_lora_rank]
+  float* q = grow_only(call.q, n * H * D);            // [n, H, D]
+  float* kv = grow_only(call.kv, n * D);              // [n, D]
+  x_jobs.push_back({&w.wq_a, x, qr});
+  x_jobs.push_back({&w.wkv, x, kv});
+  qr_jobs.push_back({&w.wq_b, qr, q});
   IndexerProjection& iproj = call.iproj;
-  if (w.has_indexer) indexer_project(ctx, w.indexer, x, qr, n, &iproj);
+  if (w.has_indexer) indexer_project_jobs(ctx, w.indexer, x, qr, n, &iproj, &x_jobs, &qr_jobs);
   CompressorProjection& cproj = call.cproj;
-  if (w.has_compressor) compressor_project(ctx.exec, w.compressor, x, n, &cproj);
+  if (w.has_compressor) compressor_project_jobs(w.compressor, x, n, &cproj, &x_jobs);
+  linear_jobs(ctx.exec, x_jobs, n);
+  // 1. Query latent qr = RMSNorm_q(wq_a·x) (the indexer reuses it).
+  ref::rms_norm(qr, n, c.q_lora_rank, w.q_norm.data(), eps, qr);
+  // 3. Shared K=V latent: RMSNorm_kv(wkv·x) (RoPE tail and FP8 simulation per sequence below).
+  ref::rms_norm(kv, n, D, w.kv_norm.data(), eps, kv);
+  if (w.has_indexer) indexer_project_finish(ctx, &iproj);
+  linear_jobs(ctx.exec, qr_jobs, n);
+  // 2. Query heads: per-head RMS in bf16 steps (RoPE per sequence below).
+  ref::head_rms_norm_bf16(q, n * H, D, eps);
 
   const int64_t ratio = c.compress_ratio(il);
   const int64_t win_cols = win;

@@ -87,13 +87,21 @@ void emit_entry(const CompressorWeights& w, CompressorKind kind, int64_t rope_di
 
 }  // namespace
 
-void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
-                        CompressorProjection* p) {
+void compressor_project_jobs(const CompressorWeights& w, const float* x, int64_t n, CompressorProjection* p,
+                             std::vector<LinearJob>* jobs) {
   const int64_t width = (w.overlap ? 2 : 1) * w.head_dim;
   p->kv.grow(n * width);
   p->score.grow(n * width);
-  linear(ex, w.wkv, x, n, p->kv.data());
-  linear(ex, w.wgate, x, n, p->score.data());
+  jobs->push_back({&w.wkv, x, p->kv.data()});
+  jobs->push_back({&w.wgate, x, p->score.data()});
+}
+
+void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
+                        CompressorProjection* p) {
+  thread_local std::vector<LinearJob> jobs;
+  jobs.clear();
+  compressor_project_jobs(w, x, n, p, &jobs);
+  linear_jobs(ex, jobs, n);
 }
 
 void compressor_consume(const CompressorWeights& w, CompressorKind kind, int64_t rope_dim, float norm_eps,

@@ -9,6 +9,7 @@
 #include "core/scratch.h"
 #include "model/sequence_state.h"
 #include "model/weights.h"
+#include "model/deepseek_v4/linear.h"
 
 namespace dsv4::v4 {
 
@@ -32,6 +33,10 @@ struct CompressorProjection {
 };
 void compressor_project(const Execution& ex, const CompressorWeights& w, const float* x, int64_t n,
                         CompressorProjection* p);
+// The same two projections as jobs for linear_jobs (p sized for n rows here), so a caller can run them in
+// one dispatch with its other projections of x.
+void compressor_project_jobs(const CompressorWeights& w, const float* x, int64_t n, CompressorProjection* p,
+                             std::vector<LinearJob>* jobs);
 
 // Streams n projected rows (row0.. of p) at positions start..start+n−1 into the state's partial rows,
 // emitting completed entries as compressor_feed does.

@@ -16,17 +16,32 @@
 
 namespace dsv4::v4 {
 
-void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
-                     IndexerProjection* p) {
+void indexer_project_jobs(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
+                          IndexerProjection* p, std::vector<LinearJob>* x_jobs, std::vector<LinearJob>* qr_jobs) {
   const ModelConfig& c = ctx.cfg;
   const int64_t nh = c.index_n_heads, hd = c.index_head_dim;
   p->q.grow(n * nh * hd);
-  linear(ctx.exec, w.wq_b, qr, n, p->q.data());
+  qr_jobs->push_back({&w.wq_b, qr, p->q.data()});
   p->weights.grow(n * nh);
-  linear(ctx.exec, w.weights_proj, x, n, p->weights.data());
+  x_jobs->push_back({&w.weights_proj, x, p->weights.data()});
+  compressor_project_jobs(w.compressor, x, n, &p->keys, x_jobs);
+}
+
+void indexer_project_finish(const ModelContext& ctx, IndexerProjection* p) {
+  const int64_t nh = ctx.cfg.index_n_heads, hd = ctx.cfg.index_head_dim;
   const auto scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
   for (float& v : p->weights) v = round_bf16(v * scale);
-  compressor_project(ctx.exec, w.compressor, x, n, &p->keys);
+}
+
+void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
+                     IndexerProjection* p) {
+  thread_local std::vector<LinearJob> x_jobs, qr_jobs;
+  x_jobs.clear();
+  qr_jobs.clear();
+  indexer_project_jobs(ctx, w, x, qr, n, p, &x_jobs, &qr_jobs);
+  linear_jobs(ctx.exec, qr_jobs, n);
+  linear_jobs(ctx.exec, x_jobs, n);
+  indexer_project_finish(ctx, p);
 }
 
 void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, IndexerProjection* p,

@@ -21,6 +21,12 @@ struct IndexerProjection {
 };
 void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
                      IndexerProjection* p);
+// indexer_project in parts, so a caller runs its linears in one dispatch with its own: the jobs that read
+// x (head weights, the compressor's kv and score) and the one that reads qr (queries), p sized for n
+// rows; indexer_project_finish scales the head weights once those jobs ran.
+void indexer_project_jobs(const ModelContext& ctx, const IndexerWeights& w, const float* x, const float* qr, int64_t n,
+                          IndexerProjection* p, std::vector<LinearJob>* x_jobs, std::vector<LinearJob>* qr_jobs);
+void indexer_project_finish(const ModelContext& ctx, IndexerProjection* p);
 
 // One sequence's rows row0..row0+n−1 of p, at positions start..start+n−1: finishes their queries in p
 // (RoPE, Hadamard, FP4 simulation), feeds the keys to the indexer compressor, then selects for each query

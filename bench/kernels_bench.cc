@@ -156,14 +156,14 @@ const uint8_t* dense_stream_region(dsv4::PageKind kind) {
   return p;
 }
 
-void dense_stream_case(benchmark::State& state, bool fp8, dsv4::PageKind kind, int threads, int64_t m) {
+// cols: the row length (FP8 8192 = attn.wo_b, 1024 = attn.wq_b's 1 KiB rows, four to a 4 KiB page).
+void dense_stream_case(benchmark::State& state, bool fp8, int64_t cols, dsv4::PageKind kind, int threads, int64_t m) {
   const uint8_t* region = dense_stream_region(kind);
   if (region == nullptr) {
     state.SkipWithError("no memory for the stream region");
     return;
   }
-  constexpr int64_t kRows = 4096;
-  const int64_t cols = fp8 ? kDenseStreamMatBytes / kRows : kDenseStreamMatBytes / (2 * kRows);
+  const int64_t kRows = kDenseStreamMatBytes / (fp8 ? cols : 2 * cols);
   std::vector<uint8_t> scales = random_bytes(static_cast<size_t>((kRows / 128) * (cols / 128)), 8, 0x07);
   for (auto& b : scales) b = static_cast<uint8_t>(b + 120);
   const auto x = activations(m, cols);
@@ -296,16 +296,21 @@ const int kRegistered = [] {
                                     std::to_string(m) + "/24x4096x2048")
                                        .c_str(),
                                    [=](benchmark::State& s) { moe_layer_case(s, isa, m); });
-    for (bool fp8 : {true, false})
+    for (int64_t cols : {8192, 1024, 4096})  // FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows)
       for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
         for (int threads : {1, 2})
-          for (int64_t m : {1, 2, 8})
+          for (int64_t m : {1, 2, 8}) {
+            const bool fp8 = cols != 4096;
+            const std::string shape = std::to_string(kDenseStreamMatBytes / (fp8 ? cols : 2 * cols)) + "x" +
+                                      std::to_string(cols);
             benchmark::RegisterBenchmark((std::string(fp8 ? "fp8" : "bf16") + "_gemm_stream/" +
                                           dsv4::kernels::isa_name(isa) + "/" + dsv4::page_kind_name(kind) +
-                                          "/threads=" + std::to_string(threads) + "/m=" + std::to_string(m))
+                                          "/threads=" + std::to_string(threads) + "/m=" + std::to_string(m) + "/" +
+                                          shape)
                                              .c_str(),
-                                         [=](benchmark::State& s) { dense_stream_case(s, fp8, kind, threads, m); })
+                                         [=](benchmark::State& s) { dense_stream_case(s, fp8, cols, kind, threads, m); })
                 ->UseRealTime();
+          }
     for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
       for (int threads : {1, 2})
         for (int64_t m : {1, 2, 8})

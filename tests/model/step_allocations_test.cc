@@ -111,38 +111,47 @@ TEST(StepAllocations, PerTokenModulesAllocateNothingWhenWarm) {
 // 17..31 then take no fresh page (the ratio-4 and ratio-8 partial pages crossed there come back from the
 // pool's free list) yet emit entries of every compressor kind, so each must allocate nothing. The cold
 // first step is the negative control: the counter must see its allocations (scratch, first pages).
+// With 2 threads the pool hands a step's sequences to whichever thread claims them first, so a worker
+// that a busy machine kept off every late warm-up step grows its per-thread scratch (compressor entries,
+// indexer scores) the first time it does get a late one: once per thread and shape, not per step. The
+// whole batch therefore runs twice on the same model (fresh sequences): the second run's warm steps must
+// allocate nothing; the first run's count is printed.
 TEST(StepAllocations, WarmDecodeStepAllocatesNothing) {
   for (int threads : {1, 2}) {
     auto m = load_tiny(threads);
     ASSERT_TRUE(m);
     constexpr int kSeqs = 4;
-    std::vector<std::unique_ptr<SequenceState>> seqs;
-    std::vector<SequenceState*> states;
-    for (int s = 0; s < kSeqs; ++s) {
-      seqs.push_back(m->new_sequence());
-      states.push_back(seqs.back().get());
-    }
     std::vector<float> logits;
     std::vector<BatchToken> batch(kSeqs);  // built once: the harness itself must not allocate per step
-    auto step = [&](int t) {
-      for (int s = 0; s < kSeqs; ++s) batch[static_cast<size_t>(s)] = {s, t, 5 + 3 * s + t, true};
-      const int64_t before = g_allocations.load();
-      const Status st = m->forward(batch, states, &logits);
-      const int64_t count = g_allocations.load() - before;
-      EXPECT_TRUE(st.is_ok()) << st.to_string();
-      return count;
-    };
-    const int64_t cold = step(0);
-    EXPECT_GT(cold, 0) << "threads " << threads << ": the counter must see the cold step's allocations";
-    for (int t = 1; t <= 16; ++t) step(t);
-    int64_t total = 0;
-    for (int t = 17; t < 32; ++t) {
-      const int64_t count = step(t);
-      EXPECT_EQ(count, 0) << "threads " << threads << ", warm step at position " << t;
-      total += count;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<std::unique_ptr<SequenceState>> seqs;
+      std::vector<SequenceState*> states;
+      for (int s = 0; s < kSeqs; ++s) {
+        seqs.push_back(m->new_sequence());
+        states.push_back(seqs.back().get());
+      }
+      auto step = [&](int t) {
+        for (int s = 0; s < kSeqs; ++s) batch[static_cast<size_t>(s)] = {s, t, 5 + 3 * s + t, true};
+        const int64_t before = g_allocations.load();
+        const Status st = m->forward(batch, states, &logits);
+        const int64_t count = g_allocations.load() - before;
+        EXPECT_TRUE(st.is_ok()) << st.to_string();
+        return count;
+      };
+      const int64_t cold = step(0);
+      EXPECT_GT(cold, 0) << "threads " << threads << ": the counter must see the cold step's allocations";
+      for (int t = 1; t <= 16; ++t) step(t);
+      int64_t total = 0;
+      for (int t = 17; t < 32; ++t) {
+        const int64_t count = step(t);
+        if (pass == 1 || threads == 1) {
+          EXPECT_EQ(count, 0) << "threads " << threads << ", run " << pass + 1 << ", warm step at position " << t;
+        }
+        total += count;
+      }
+      std::printf("[allocations] cpu backend, %d threads, %d sequences, run %d: cold step %lld, warm steps 17..31 %lld\n",
+                  threads, kSeqs, pass + 1, static_cast<long long>(cold), static_cast<long long>(total));
     }
-    std::printf("[allocations] cpu backend, %d threads, %d sequences: cold step %lld, warm steps 17..31 %lld\n",
-                threads, kSeqs, static_cast<long long>(cold), static_cast<long long>(total));
   }
 }
 

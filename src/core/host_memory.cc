@@ -83,6 +83,11 @@ PageMemory& PageMemory::operator=(PageMemory&& o) noexcept {
   return *this;
 }
 
+Result<NumaApplied> PageMemory::place(const MemoryPlacement& placement) {
+  if (data_ == nullptr) return NumaApplied{true, ""};
+  return bind_memory(data_, mapped_, placement);
+}
+
 Status PageMemory::protect_read_only() {
   if (data_ == nullptr) return Status::ok();
   if (::mprotect(data_, mapped_, PROT_READ) != 0) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <string_view>
 
+#include "core/numa.h"
 #include "core/status.h"
 
 namespace dsv4 {
@@ -39,6 +40,10 @@ class PageMemory {
   std::byte* data() const { return data_; }
   uint64_t size() const { return size_; }  // as requested; the mapping is rounded up to whole pages
   PageKind kind() const { return kind_; }
+  // Sets where the pages go when first touched (core/numa.h: interleaved over nodes, or preferring one).
+  // Call before writing: pages already faulted in stay where they are. Not applied (a kernel without
+  // NUMA, a seccomp filter) is a note, not an error; kDefault does nothing.
+  Result<NumaApplied> place(const MemoryPlacement& placement);
   // Makes every page read-only (weights are immutable after load: a stray write faults instead of
   // silently changing the model). kIoError if the kernel refuses.
   Status protect_read_only();

@@ -8,10 +8,13 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/numa.h"
 #include "core/scratch.h"
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -30,6 +33,25 @@ namespace {
 
 // Set while a thread runs a chunk: a nested parallel_for then runs inline instead of deadlocking.
 thread_local bool t_in_chunk = false;
+// The id of the pool this thread was last pinned for as a caller (0: none), so the pin costs one
+// syscall per caller thread, not one per job.
+thread_local uint64_t t_pinned_for = 0;
+std::atomic<uint64_t> g_next_pool_id{1};
+
+// Pins `t` to `cpus` (a worker, from the constructor: the pin is in place before its first job).
+bool pin_thread(std::thread& t, const std::vector<int>& cpus) {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  return pthread_setaffinity_np(t.native_handle(), sizeof(set), &set) == 0;
+#else
+  (void)t;
+  (void)cpus;
+  return false;
+#endif
+}
 
 // How long a worker polls for the next job before it blocks, and how long the caller polls for the
 // last chunks before it blocks. A decode step issues its dispatches microseconds apart, so this bridges
@@ -86,11 +108,24 @@ constexpr uint64_t pack_claim(uint32_t job, uint32_t total, uint32_t next) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, std::vector<std::vector<int>> thread_cpus) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
+  DSV4_CHECK(thread_cpus.empty() || thread_cpus.size() == static_cast<size_t>(n_threads_),
+             "ThreadPool: thread_cpus must name one CPU list per thread");
+  id_ = g_next_pool_id.fetch_add(1, std::memory_order_relaxed);
+  if (!thread_cpus.empty()) caller_cpus_ = thread_cpus[0];
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < n_threads_; ++i) {
+    workers_.emplace_back([this] { worker_loop(); });
+    const auto& cpus = thread_cpus.empty() ? caller_cpus_ : thread_cpus[static_cast<size_t>(i)];
+    if (!thread_cpus.empty() && !cpus.empty() && !pin_thread(workers_.back(), cpus)) ++pin_failures_;
+  }
+}
+
+void ThreadPool::pin_caller() {
+  t_pinned_for = id_;
+  (void)pin_current_thread(caller_cpus_);  // refused: the caller stays where it is (see the header)
 }
 
 ThreadPool::~ThreadPool() {
@@ -153,6 +188,7 @@ void ThreadPool::wait_all_done(uint32_t total) {
 void ThreadPool::run(int64_t n, int64_t grain, TaskFn fn, void* ctx) {
   DSV4_CHECK(grain >= 1, "parallel_for grain must be >= 1");
   if (n <= 0) return;
+  if (!caller_cpus_.empty() && t_pinned_for != id_ && !t_in_chunk) pin_caller();
   if (t_in_chunk || n_slots(n, grain) <= 1) {
     const bool was = t_in_chunk;
     t_in_chunk = true;

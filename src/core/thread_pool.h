@@ -17,13 +17,19 @@ namespace dsv4 {
 class ThreadPool {
  public:
   // `n_threads` counts the calling thread, which always takes part: a pool of 1 starts no workers.
-  // 0 means "one per available CPU".
-  explicit ThreadPool(int n_threads = 0);
+  // 0 means "one per available CPU". `thread_cpus` (optional, core/numa.h's NumaPlan::thread_cpus):
+  // [n_threads] CPU lists; worker i (1..n_threads-1) is pinned to thread_cpus[i] at construction, and
+  // a thread calling parallel_for is pinned to thread_cpus[0] on its first call (the caller takes part
+  // in every job, so it belongs on a node too). An empty list leaves that thread unpinned. A pin the OS
+  // refuses is counted (pin_failures) and leaves the thread unpinned: placement is an optimisation.
+  explicit ThreadPool(int n_threads = 0, std::vector<std::vector<int>> thread_cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int n_threads() const { return n_threads_; }
+  // Workers the OS refused to pin (the caller's pin is not counted: it happens on its first call).
+  int pin_failures() const { return pin_failures_; }
 
   // Calls fn(begin, end, slot) for every chunk of [0, n) and blocks until all are done. Chunk
   // boundaries are multiples of `grain` (except the end of the range); see chunk_grains(). `slot` in
@@ -64,8 +70,13 @@ class ThreadPool {
   void run_chunk(int64_t c, int slot);
   void wait_all_done(uint32_t total);
 
+  void pin_caller();
+
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::vector<int> caller_cpus_;  // empty: the caller is not pinned
+  uint64_t id_ = 0;               // unique per pool: which pool a caller thread was last pinned for
+  int pin_failures_ = 0;
   // The current job, written by the caller before it publishes `claim_` (release); a thread reads it
   // only after claiming a chunk, and the caller changes it only once every claimed chunk is done.
   TaskFn fn_ = nullptr;

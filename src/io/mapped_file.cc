@@ -124,7 +124,12 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
     // cached on 4 KiB folios (e.g. a file written since boot) stay 4 KiB. Advisory: a refusal only
     // costs speed.
     ::madvise(p, f->size_, MADV_HUGEPAGE);
-    DSV4_RETURN_IF_ERROR(populate(f->data_, f->size_, path));
+    {
+      const ScopedThreadMemoryPolicy policy(options.placement);
+      if (!policy.result().is_ok()) return policy.result().status();
+      if (!policy.result()->applied) f->placement_note_ = policy.result()->note;
+      DSV4_RETURN_IF_ERROR(populate(f->data_, f->size_, path));
+    }
     if (!try_huge) return f;
     const auto pmd = file_pmd_bytes_at(f->data_);
     if (pmd && static_cast<double>(*pmd) >= options.min_huge_share * static_cast<double>(f->size_)) return f;
@@ -135,6 +140,8 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
   if (!mem.is_ok())
     return resource_exhausted("file.copy_nomem", path.string() + ": cannot hold a " + mib(f->size_) +
                                                      " copy in memory (" + mem.status().message() + "); use --weights mmap");
+  DSV4_ASSIGN_OR_RETURN(const NumaApplied placed, mem->place(options.placement));
+  if (!placed.applied) f->placement_note_ = placed.note;
   DSV4_RETURN_IF_ERROR(copy_file(fd.fd, path, mem->data(), f->size_, options.chunk_bytes));
   DSV4_RETURN_IF_ERROR(mem->protect_read_only());
   f->copy_ = std::move(*mem);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "core/host_memory.h"
@@ -32,6 +33,10 @@ struct FileLoadOptions {
   // kAuto: keep the populated mapping when at least this share of it is PMD-mapped, else copy. Below
   // 2 MiB nothing can be PMD-mapped, so small files are copied.
   double min_huge_share = 0.9;
+  // NUMA placement of the bytes (core/numa.h): the copy's pages are bound with mbind before they are
+  // written; a populating mapping reads its page-cache folios under the same policy as the calling
+  // thread's (folios the page cache already holds stay on their node). Default: the kernel's first touch.
+  MemoryPlacement placement;
 };
 
 class MappedFile {
@@ -45,6 +50,8 @@ class MappedFile {
   uint64_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
   Residency residency() const { return residency_; }  // kMmap or kCopy, as it turned out
+  // Empty, or why FileLoadOptions::placement could not be applied (a kernel or sandbox without NUMA).
+  const std::string& placement_note() const { return placement_note_; }
 
  private:
   MappedFile() = default;
@@ -52,6 +59,7 @@ class MappedFile {
   const std::byte* data_ = nullptr;
   uint64_t size_ = 0;
   Residency residency_ = Residency::kMmap;
+  std::string placement_note_;
   PageMemory copy_;  // kCopy: owns data_; kMmap: empty and data_ is a file mapping
 };
 

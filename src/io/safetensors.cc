@@ -259,6 +259,16 @@ uint64_t Checkpoint::total_bytes() const {
   return s;
 }
 
+std::vector<AddressRange> Checkpoint::resident_ranges() const {
+  std::vector<AddressRange> r;
+  for (const auto& f : files_) {
+    if (f->size() == 0) continue;
+    const auto b = reinterpret_cast<uintptr_t>(f->bytes().data());
+    r.emplace_back(b, b + f->size());
+  }
+  return r;
+}
+
 namespace {
 
 struct IndexFile {
@@ -372,7 +382,12 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, co
     if (!ec) file_bytes += n;
   }
   DSV4_ASSIGN_OR_RETURN(ck.residency_, choose_residency(options, file_bytes));
-  const FileLoadOptions load{ck.residency_.resolved, ck.residency_.populate, options.copy_chunk_bytes};
+  FileLoadOptions load;
+  load.residency = ck.residency_.resolved;
+  load.populate = ck.residency_.populate;
+  load.chunk_bytes = options.copy_chunk_bytes;
+  load.placement = options.placement;
+  ck.residency_.placement = options.placement;
   // Pass 1: map (or copy) and validate every shard on its own — the same validation for every residency.
   std::vector<std::vector<TensorInfo>> per_shard;
   for (const std::string& shard : shard_names) {
@@ -390,6 +405,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, co
     DSV4_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(p, load));
     DSV4_ASSIGN_OR_RETURN(auto infos, SafetensorsFile::parse(mapped->bytes(), p.string()));
     (mapped->residency() == Residency::kCopy ? ck.residency_.copied_bytes : ck.residency_.mapped_bytes) += mapped->size();
+    if (ck.residency_.placement_note.empty()) ck.residency_.placement_note = mapped->placement_note();
     ck.shard_paths_.push_back(p);
     ck.files_.push_back(std::move(mapped));
     per_shard.push_back(std::move(infos));

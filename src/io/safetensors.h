@@ -73,6 +73,8 @@ struct CheckpointOptions {
   // limit. Default: /proc/meminfo.
   std::function<std::optional<uint64_t>()> mem_available;
   uint64_t copy_chunk_bytes = 64ull << 20;  // kCopy: pread size (each chunk then leaves the page cache)
+  // NUMA placement of the shards' bytes (FileLoadOptions::placement); Model::load sets it from --numa.
+  MemoryPlacement placement;
 };
 
 // What Checkpoint::open decided, and from what.
@@ -84,6 +86,8 @@ struct ResidencyChoice {
   std::optional<uint64_t> mem_available;  // as read at open
   // As it turned out (Checkpoint::open): bytes of shards held as copies and as file mappings.
   uint64_t copied_bytes = 0, mapped_bytes = 0;
+  MemoryPlacement placement;   // as asked (CheckpointOptions::placement)
+  std::string placement_note;  // empty, or why the placement was not applied (first shard that said so)
 };
 // "copy", "mmap", or "mixed" (some shards of each) — how a checkpoint's bytes ended up.
 const char* resident_mode_name(const ResidencyChoice& c);
@@ -102,6 +106,8 @@ class Checkpoint {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // sorted by name
   const std::vector<std::filesystem::path>& shard_paths() const { return shard_paths_; }
   uint64_t total_bytes() const;
+  // The shards' bytes in memory, [begin, end) per shard: where to look up which node holds the weights.
+  std::vector<AddressRange> resident_ranges() const;
 
   // Loading progress (a progress bar): once set, find() reports each tensor the first time it is
   // looked up, as (bytes of the tensors reached so far, total_bytes()). A loader that decodes tensors

@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "io/safetensors.h"
@@ -17,7 +18,22 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
     return invalid_argument("model.threads", "thread count must be >= 0 (0 = one per CPU), got " +
                                                  std::to_string(options.threads));
   DSV4_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(dir));
+  // NUMA first: the plan decides where the weight pages go, which must be set before they are read.
+  // --numa off reads no topology and keeps the pool and the kernel's placement exactly as they were.
+  NumaTopology topology;
+  NumaPlan plan;
+  if (options.numa == NumaMode::kOff) {
+    plan.n_threads = options.threads;
+  } else {
+    auto topo = read_numa_topology();
+    if (!topo.is_ok())
+      return Status(topo.status().code(), topo.status().rule(),
+                    "reading the NUMA topology: " + topo.status().message() + " (--numa off skips it)");
+    topology = std::move(*topo);
+    DSV4_ASSIGN_OR_RETURN(plan, plan_numa(topology, options.numa, options.threads, current_cpu()));
+  }
   CheckpointOptions residency = options.weights;
+  residency.placement = plan.weights;
   if (options.backend == Backend::kReference && residency.residency == Residency::kAuto)
     residency.residency = Residency::kMmap;
   DSV4_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir, residency));
@@ -28,12 +44,41 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
   DSV4_ASSIGN_OR_RETURN(auto w, load_model_weights(std::move(shared_ck), cfg, options.backend));
   auto m = std::unique_ptr<Model>(new Model());
   m->options_ = options;
-  m->pool_ = std::make_unique<ThreadPool>(options.threads);
+  m->pool_ = std::make_unique<ThreadPool>(plan.n_threads, plan.pinned() ? plan.thread_cpus : std::vector<std::vector<int>>{});
+  plan.n_threads = m->pool_->n_threads();
+  m->numa_plan_ = std::move(plan);
+  m->numa_topology_ = std::move(topology);
   m->ctx_ = v4::ModelContext::make(cfg);
   m->ctx_.exec = {options.backend, m->pool_.get(), options.isa};
   m->weights_ = std::move(w);
   DSV4_RETURN_IF_ERROR(m->configure_kv_pages(KvStorage::kFp8, 0));
   return m;
+}
+
+std::optional<std::map<int, uint64_t>> Model::weight_bytes_per_node() const {
+  if (!weights_->checkpoint) return std::nullopt;
+  const auto ranges = weights_->checkpoint->resident_ranges();
+  return resident_bytes_per_node(ranges);
+}
+
+std::string Model::placement_summary() const {
+  std::string s = numa_topology_.nodes.empty() ? std::string("topology not read") : describe_topology(numa_topology_);
+  s += "; " + describe_plan(numa_plan_);
+  if (pool_->pin_failures() > 0) s += " (" + std::to_string(pool_->pin_failures()) + " threads could not be pinned)";
+  if (weights_->checkpoint && !weights_->checkpoint->residency().placement_note.empty())
+    s += " (not applied: " + weights_->checkpoint->residency().placement_note + ")";
+  if (const auto per_node = weight_bytes_per_node()) {
+    s += "; weights resident:";
+    bool first = true;
+    char buf[64];
+    for (const auto& [node, bytes] : *per_node) {
+      std::snprintf(buf, sizeof(buf), "%s node%d %.2f GiB", first ? "" : ",", node, static_cast<double>(bytes) / (1 << 30));
+      s += buf;
+      first = false;
+    }
+    if (per_node->empty()) s += " none yet";
+  }
+  return s;
 }
 
 int64_t Model::max_context() const {

@@ -9,12 +9,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "core/numa.h"
 #include "core/scratch.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
@@ -58,6 +62,9 @@ inline CheckpointOptions model_checkpoint_options() {
 struct ModelOptions {
   Backend backend = Backend::kCpu;
   int threads = 0;                         // the model's thread pool, calling thread included; 0 = one per CPU
+  // NUMA placement of the pool's threads and the weights (core/numa.h): auto = distribute on a machine
+  // with several nodes (threads spread and pinned per node, weight pages interleaved), off on one.
+  NumaMode numa = NumaMode::kAuto;
   kernels::Isa isa = kernels::Isa::kAuto;  // cpu backend: the kernels' ISA (tests, bench, batch invariance)
   // Optional loading progress (a progress bar): (bytes of weights reached, total bytes) as the loader
   // reaches each tensor (Checkpoint::set_progress).
@@ -76,6 +83,17 @@ class Model {
 
   const ModelOptions& options() const { return options_; }
   int threads() const { return pool_->n_threads(); }
+  // The NUMA plan the model runs under (mode, threads per node, weight placement) and the topology it was
+  // made from (empty nodes with --numa off, which reads no topology).
+  const NumaPlan& numa_plan() const { return numa_plan_; }
+  const NumaTopology& numa_topology() const { return numa_topology_; }
+  // The weights' resident bytes per node id (/proc/self/numa_maps over the checkpoint's shards); nullopt
+  // where the kernel does not say.
+  std::optional<std::map<int, uint64_t>> weight_bytes_per_node() const;
+  // One line for startup output: topology, plan, and where the weights are resident, e.g. "2 nodes: node0
+  // cpus 0-15 (16), node1 cpus 16-31 (16); distribute: 32 threads (16 on node0, 16 on node1), weights
+  // interleave over nodes 0-1; weights resident: node0 5.20 GiB, node1 5.20 GiB".
+  std::string placement_summary() const;
 
   const ModelConfig& config() const { return ctx_.cfg; }
   const v4::ModelContext& context() const { return ctx_; }
@@ -136,6 +154,8 @@ class Model {
 
   ModelOptions options_;
   std::unique_ptr<ThreadPool> pool_;
+  NumaPlan numa_plan_;
+  NumaTopology numa_topology_;
   v4::ModelContext ctx_;
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<StatePools> pools_;

@@ -92,6 +92,7 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.eos_token_id = static_cast<int32_t>(c.eos_token_id);
   info_.max_rollback = max_rollback;
   info_.has_mtp = has_mtp_;
+  info_.placement = model_->placement_summary();
   info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
   checkpoint_interval_ = default_checkpoint_interval(c);
   info_.checkpoint_bytes = checkpoint_state_bytes(c, model_->kv_pages().page_rows(), checkpoint_interval_,

@@ -85,6 +85,9 @@ struct RunnerInfo {
   // source's end replays its whole prefix).
   int32_t checkpoint_interval = 0;
   int64_t checkpoint_bytes = 0;
+  // Where the model's threads run and its weights live (NUMA nodes, plan, resident bytes per node), one
+  // line for startup output; empty where the runner has no such notion.
+  std::string placement;
 };
 
 class ModelRunner {

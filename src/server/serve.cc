@@ -94,6 +94,8 @@ Result<ServeBackend> load_model_backend(const BackendOptions& options) {
   auto runner = ModelModelRunner::load(dir, mo);
   if (!runner.is_ok()) return with_context(runner.status(), "cannot load the model: ");
   if (options.progress_bar) bar.update(1, 1);  // tensors the loader never looked up count as read
+  if (options.progress_bar && !(*runner)->info().placement.empty())
+    std::fprintf(stderr, "dsv4 serve: numa: %s\n", (*runner)->info().placement.c_str());
 
   EngineOptions eo;
   eo.core.max_running = options.max_concurrency;

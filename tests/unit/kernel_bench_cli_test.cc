@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/host_memory.h"
+#include "core/numa.h"
 #include "io/model_config.h"
 #include "kernels/cpu/read_probe.h"
 #include "io/safetensors.h"
@@ -160,6 +161,17 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   EXPECT_EQ(w["copied_bytes"].get<uint64_t>(), file_bytes);
   EXPECT_EQ(w["mapped_bytes"].get<uint64_t>(), 0u);
   EXPECT_GE(w["load_seconds"].get<double>(), 0.0);
+  // NUMA (core/numa.h): the plan --numa auto makes of this machine's nodes, and the copy's resident bytes
+  // per node from /proc/self/numa_maps — a copy is faulted in whole, so they cover the checkpoint.
+  auto topology = read_numa_topology();
+  ASSERT_TRUE(topology.is_ok()) << topology.status().to_string();
+  EXPECT_EQ(j["numa"]["mode"].get<std::string>(), topology->nodes.size() > 1 ? "distribute" : "off");
+  EXPECT_EQ(j["numa"]["topology"].get<std::string>(), describe_topology(*topology));
+  if (run["numa"].contains("weight_bytes_per_node")) {
+    uint64_t resident = 0;
+    for (const auto& [node, bytes] : run["numa"]["weight_bytes_per_node"].items()) resident += bytes.get<uint64_t>();
+    EXPECT_GE(resident, file_bytes);
+  }
   EXPECT_EQ(run["prefill"]["tokens"].get<int64_t>(), 6);
   EXPECT_GT(run["prefill"]["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(run["prefill"]["gflops"].get<double>(), 0.0);

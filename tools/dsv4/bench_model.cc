@@ -152,6 +152,14 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
   j["dense_weight_bytes_per_step"] = wb.dense;
   j["weights"] = residency_report(model->weights().checkpoint->residency(), load_seconds);
   if (!opt.quiet) print_residency(j["weights"]);
+  // Where the threads run and the weights live (core/numa.h): bytes per node from /proc/self/numa_maps.
+  j["numa"] = {{"plan", describe_plan(model->numa_plan())}, {"summary", model->placement_summary()}};
+  if (const auto per_node = model->weight_bytes_per_node()) {
+    nlohmann::json b = nlohmann::json::object();
+    for (const auto& [node, bytes] : *per_node) b[std::to_string(node)] = bytes;
+    j["numa"]["weight_bytes_per_node"] = std::move(b);
+  }
+  if (!opt.quiet) std::printf("model numa: %s\n", model->placement_summary().c_str());
 
   // 1. Prefill: one sequence, one forward of prefill_tokens.
   {

@@ -23,6 +23,7 @@
 #include "command.h"
 #include "core/dtype.h"
 #include "core/host_memory.h"
+#include "core/numa.h"
 #include "core/quant.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
@@ -47,7 +48,7 @@ constexpr const char* kUsage =
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"
-    "                  [--weights auto|copy|mmap]\n"
+    "                  [--weights auto|copy|mmap] [--numa auto|distribute|isolate|off]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
     "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
@@ -61,6 +62,8 @@ constexpr const char* kUsage =
     "  taken right before them) (the GEMV and MoE weight copies sit on huge pages, as the model's do).\n"
     "  --weights: how the model section holds the checkpoint (see dsv4 generate --help); the load time, the\n"
     "  mode chosen and the process's huge-page bytes after load are printed.\n"
+    "  --numa (see dsv4 generate --help): the plan pins the bench's threads and places the probe buffers and\n"
+    "  the model's weights; the topology, the plan and the weights' resident bytes per node are printed.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
     "  the bf16, fp8 and fp4 tiles, vdpbf16ps zmm for comparison, AMX tdpbf16ps for GEMMs of >= 16\n"
     "  tokens), per core (flops per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
@@ -255,7 +258,7 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo,
 
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
-                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights"},
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -321,10 +324,26 @@ int cmd_bench(int argc, char** argv) {
     model_cfg = std::move(*c);
   }
 
-  ThreadPool pool(static_cast<int>(*threads));
+  auto numa_mode = parse_numa_flag(args);
+  if (!numa_mode.is_ok()) return report_error("bench", numa_mode.status());
+  // The same NUMA plan as the model's (Model::load): the probes then measure what decode can reach.
+  auto topology = read_numa_topology();
+  if (!topology.is_ok() && *numa_mode != NumaMode::kOff) return report_error("bench", topology.status());
+  NumaPlan numa_plan;
+  numa_plan.n_threads = static_cast<int>(*threads);
+  if (*numa_mode != NumaMode::kOff) {
+    auto plan = plan_numa(*topology, *numa_mode, static_cast<int>(*threads), current_cpu());
+    if (!plan.is_ok()) return report_error("bench", plan.status());
+    numa_plan = std::move(*plan);
+  }
+  ThreadPool pool(numa_plan.n_threads, numa_plan.pinned() ? numa_plan.thread_cpus : std::vector<std::vector<int>>{});
+  numa_plan.n_threads = pool.n_threads();
   const Isa used = kernels::resolve_isa(isa);
   nlohmann::json report;
   report["threads"] = pool.n_threads();
+  report["numa"] = {{"mode", numa_mode_name(numa_plan.mode)}, {"plan", describe_plan(numa_plan)}};
+  if (topology.is_ok()) report["numa"]["topology"] = describe_topology(*topology);
+  if (pool.pin_failures() > 0) report["numa"]["pin_failures"] = pool.pin_failures();
   report["isa"] = kernels::isa_name(used);
   report["llc_bytes"] = llc;
 
@@ -332,10 +351,16 @@ int cmd_bench(int argc, char** argv) {
   if (!json)
     std::printf("machine: %d threads, isa %s, LLC %.0f MiB\n", pool.n_threads(), kernels::isa_name(used),
                 static_cast<double>(llc) / kMiB);
+  if (!json) {
+    std::printf("numa: %s; %s", topology.is_ok() ? describe_topology(*topology).c_str() : "topology unknown",
+                describe_plan(numa_plan).c_str());
+    if (pool.pin_failures() > 0) std::printf(" (%d threads could not be pinned)", pool.pin_failures());
+    std::printf("\n");
+  }
   ProbeLimit probe;
   report["read_probe"] = nlohmann::json::object();
   for (PageKind pages : {PageKind::kSmall, PageKind::kHuge}) {
-    const auto probed = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool, pages);
+    const auto probed = kernels::run_read_probe(*probe_mb * kMiB, 5, &pool, pages, numa_plan.weights);
     if (!probed.is_ok()) return report_error("bench", probed.status());
     const kernels::ReadProbeResult& p = *probed;
     probe.best_gbps = std::max(probe.best_gbps, p.best_gbps);
@@ -534,12 +559,13 @@ int cmd_bench(int argc, char** argv) {
     mo.model.isa = isa;
     mo.model.backend = backend;
     mo.model.weights.residency = *weights;
+    mo.model.numa = *numa_mode;
     // The model rows' ratios use a probe taken right before them: on a shared machine the first probe
     // may have run under another load than the model does, minutes later. Both page kinds again (the
     // higher of each figure), 3 passes of at most 1 GiB: a second or two.
     ProbeLimit near;
     for (PageKind pages : {PageKind::kSmall, PageKind::kHuge}) {
-      const auto p = kernels::run_read_probe(std::min<int64_t>(*probe_mb, 1024) * kMiB, 3, &pool, pages);
+      const auto p = kernels::run_read_probe(std::min<int64_t>(*probe_mb, 1024) * kMiB, 3, &pool, pages, numa_plan.weights);
       if (!p.is_ok()) return report_error("bench", p.status());
       near.best_gbps = std::max(near.best_gbps, p->best_gbps);
       near.best_cpu_gbps = std::max(near.best_cpu_gbps, p->best_cpu_gbps);

@@ -1,10 +1,10 @@
-// tools: --backend / --threads / --isa / --weights.
+// tools: --backend / --threads / --isa / --weights / --numa.
 #include "model_flags.h"
 
 namespace dsv4::cli {
 
 const std::vector<std::string>& model_flag_names() {
-  static const std::vector<std::string> names = {"--backend", "--threads", "--isa", "--weights"};
+  static const std::vector<std::string> names = {"--backend", "--threads", "--isa", "--weights", "--numa"};
   return names;
 }
 
@@ -30,6 +30,14 @@ Result<Residency> parse_weights_flag(const Args& a) {
   return r;
 }
 
+Result<NumaMode> parse_numa_flag(const Args& a) {
+  const std::string v = a.get_or("--numa", "auto");
+  NumaMode m = NumaMode::kAuto;
+  if (!parse_numa_mode(v, &m))
+    return invalid_argument("cli.numa", "--numa must be auto, distribute, isolate or off, got '" + v + "'");
+  return m;
+}
+
 Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa) {
   ModelOptions o;
   const std::string backend = a.get_or("--backend", "cpu");
@@ -42,6 +50,7 @@ Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa
   if (!isa.empty() && !kernels::parse_isa(isa.c_str(), &o.isa))
     return invalid_argument("cli.isa", "--isa must be auto, amx, avx512, avx2 or scalar, got '" + isa + "'");
   DSV4_ASSIGN_OR_RETURN(o.weights.residency, parse_weights_flag(a));
+  DSV4_ASSIGN_OR_RETURN(o.numa, parse_numa_flag(a));
   return o;
 }
 

@@ -17,6 +17,8 @@ const std::vector<std::string>& model_flag_names();
 const char* model_flags_usage();
 // --weights alone (bench parses its own flags): mmap | copy | auto, default auto.
 Result<Residency> parse_weights_flag(const Args& a);
+// --numa alone: auto | distribute | isolate | off, default auto.
+Result<NumaMode> parse_numa_flag(const Args& a);
 // Defaults: --backend cpu, --threads 0 (one per CPU), --isa `default_isa`, --weights auto.
 // Commands that batch independent requests together (serve, generate-batch) pass kBatchInvariantIsa.
 Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa = kernels::Isa::kAuto);

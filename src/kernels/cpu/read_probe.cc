@@ -87,12 +87,14 @@ uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool) {
   return total;
 }
 
-Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages) {
+Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages,
+                                       const MemoryPlacement& placement) {
   if (bytes < 64 || passes < 1)
     return invalid_argument("read_probe.size", "the read probe needs at least 64 bytes and one pass, got " +
                                                    std::to_string(bytes) + " bytes, " + std::to_string(passes) + " passes");
   const int64_t n_words = bytes / 8 / 8 * 8;
   DSV4_ASSIGN_OR_RETURN(PageMemory mem, PageMemory::allocate(static_cast<uint64_t>(n_words) * 8, pages));
+  (void)mem.place(placement);  // not applied (no NUMA here): first touch, as without a placement
   auto* data = reinterpret_cast<uint64_t*>(mem.data());
   // Fault the pages in from the threads that will read them (first touch places them on their node).
   auto fill = [&](int64_t b, int64_t e, int) {

@@ -40,7 +40,9 @@ int64_t last_level_cache_bytes();
 // bytes < 64 or passes < 1: kInvalidArgument "read_probe.size"; a buffer the kernel will not map:
 // PageMemory's kResourceExhausted "memory.anon_map" (a caller sizing the buffer from user input checks
 // it against mem_available_bytes() first: a mapping that succeeds may still be OOM-killed when touched).
-Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages = PageKind::kSmall);
+// `placement` (core/numa.h): where the buffer's pages go; the default is first touch by the pool.
+Result<ReadProbeResult> run_read_probe(int64_t bytes, int passes, ThreadPool* pool, PageKind pages = PageKind::kSmall,
+                                       const MemoryPlacement& placement = {});
 
 // One multi-threaded read pass over [data, data + n_words): the sum of all words.
 uint64_t read_sum(const uint64_t* data, int64_t n_words, ThreadPool* pool);

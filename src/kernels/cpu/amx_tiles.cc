@@ -22,12 +22,17 @@ struct alignas(64) TileConfig {
 }  // namespace
 
 void amx_configure_tiles(int n_tiles) {
+  const int colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+  amx_configure_tiles_cols(n_tiles, colsb);
+}
+
+void amx_configure_tiles_cols(int n_tiles, const int* colsb) {
   TileConfig cfg;
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette_id = 1;
   for (int t = 0; t < n_tiles; ++t) {
     cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
+    cfg.colsb[t] = static_cast<uint16_t>(colsb[t]);
   }
   // NOTE: GCC 12's _tile_loadconfig declares a read of only the first 8 bytes of its operand, so the stores
   // above may be dropped as dead (seen here: garbage rows/colsb, #GP in LDTILECFG). This empty asm reads

@@ -15,11 +15,13 @@ namespace {
 
 // AMX needs the CPU bits (CPUID.7.0:EDX AMX-TILE bit 24, AMX-BF16 bit 22) and, on Linux, a one-time
 // per-process permission for the 8 KB tile state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA).
+// The AMX GEMMs' weight decode also uses AVX512_VBMI byte permutes (CPUID.7.0:ECX bit 1; every AMX CPU
+// so far has it).
 bool amx_usable() {
 #if defined(__x86_64__) && defined(__linux__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  if (!((d >> 24) & 1u) || !((d >> 22) & 1u)) return false;
+  if (!((d >> 24) & 1u) || !((d >> 22) & 1u) || !((c >> 1) & 1u)) return false;
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 #else

@@ -1,12 +1,30 @@
-// kernels: AMX-BF16 prefill GEMM for FP4 / FP8 weights (compiled with -mamx-tile -mamx-bf16 and AVX-512
-// flags; used only when kernels/cpu/isa.cc found AMX and got the tile permission). Per 16-row block the
-// weights are decoded once to bf16 in the A-tile layout (16 rows × 32 K per 1 KB step, a thread-local
-// buffer of k·32 bytes), then every 32-token pair of activation tiles runs over K with TDPBF16PS into two
-// fp32 accumulator tiles. The decode is amortised over all tokens, so prefill is compute-bound on AMX.
+// kernels: AMX-BF16 GEMM for FP8 / FP4 / BF16 weights at every token count (compiled with -mamx-tile
+// -mamx-bf16 -mavx512vbmi and AVX-512 flags; used only when kernels/cpu/isa.cc found AMX and got the tile
+// permission).
+//
+// The WEIGHTS are the A operand (16 rows × 32 K bf16 per tile) and up to 16 tokens the B operand (16 K
+// pairs × N token columns), C = 16 rows × N tokens fp32. One TDPBF16PS costs the same whatever N is, so
+// per weight byte the work is the in-register decode to bf16 (a few byte shuffles per 64 bytes, written
+// to a 4 KB L1 buffer) and a tile load: a decode step of one token costs what one of sixteen costs.
+//
+// Per 16-row block, K is walked in 128-wide chunks (4 A steps). One token tile: each chunk is decoded and
+// multiplied at once (the decoded block never leaves L1). Several token tiles (prefill): the whole block
+// is decoded once into `apack`, then each token tile walks the same chunks. Either way every (row, token)
+// output sees the same decoded values and the same sequence of tile operations, so its bits depend
+// neither on the batch nor on the thread count (a block is computed by one thread).
+//
+// Scales: FP8's E8M0 scale is one value per (128-row block, 128-K chunk), i.e. per chunk of a tile: the
+// chunk's 4 steps accumulate in a fresh C tile whose fp32 sum is folded into the accumulator as
+// acc = fma(C, scale, acc) (the spec's Σ_blocks (Σ x·w)·s order). The E4M3 values themselves are exact
+// in bf16 (subnormals included: 2^-9 is a normal bf16). FP4's scale is per row and 32 K, so it is folded
+// into the decoded bf16 exponent (an integer subtract; exact while the result stays a normal bf16, which
+// holds for E8M0 codes in [2, 252]); a block with any other scale takes an exact scalar loop instead.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_tiles.h"
@@ -14,13 +32,10 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-// Tiles: 0, 1 = C (16 rows × 16 tokens fp32), 2 = A (16 rows × 32 bf16), 3, 4 = B (16 pairs × 16 tokens).
-constexpr int kTilesUsed = 5;
-
 // NOTE: this file is compiled with AVX-512/AMX flags, so it must not instantiate or emit any inline or
 // template code shared with baseline files (std containers, core/formats.h helpers): the linker could
-// keep this copy for every caller. Hence the local bf16 rounding and the caller-provided scratch.
-inline float round_to_bf16(float f) {
+// keep this copy for every caller. Hence the local bf16 rounding and tables, and the caller's scratch.
+float round_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
@@ -32,148 +47,427 @@ inline float round_to_bf16(float f) {
   return f;
 }
 
-// One weight row's 32-K step as 32 bf16 in natural K order, written to dst (64 bytes).
-inline void fp4_step_to_bf16(const uint8_t* bytes16, float scale, uint16_t* dst) {
-  const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f, -1.5f, -2.0f,
-                                    -3.0f, -4.0f, -6.0f);
-  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
-  const __m512 ls = _mm512_mul_ps(lut, _mm512_set1_ps(scale));
-  const __m512i even = _mm512_castps_si512(_mm512_permutexvar_ps(b, ls));
-  const __m512i odd = _mm512_castps_si512(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), ls));
-  // The values are exact in bf16, so the bf16 bits are the fp32 bits' top half: pair = even | odd << 16.
-  const __m512i pair =
-      _mm512_or_si512(_mm512_srli_epi32(even, 16), _mm512_and_si512(odd, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  _mm512_storeu_si512(dst, pair);
-}
+// Tiles: 0, 1 = C (16 rows × N tokens fp32), 2 = A (16 rows × 32 bf16), 3 = B (16 pairs × N tokens).
+constexpr int kChunkK = 128;                  // K per chunk: 4 A steps, one FP8 scale column
+constexpr int64_t kChunkElems = 4 * 16 * 32;  // bf16 per decoded chunk of a 16-row block
 
-inline __m512 e4m3x16_div256(__m128i codes) {
-  const __m256i wd = _mm256_cvtepi8_epi16(codes);
-  const __m256i h = _mm256_and_si256(_mm256_slli_epi16(wd, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
-  return _mm512_cvtph_ps(h);
+// ---- FP8: E4M3 magnitude (7-bit index) → bf16 high / low byte, exact (subnormals are normal bf16) ----
+constexpr uint16_t e4m3_mag_to_bf16(int c) {
+  const int e = (c >> 3) & 0xF, m = c & 7;
+  float v = e == 0 ? static_cast<float>(m) / 512.0f : (1.0f + static_cast<float>(m) / 8.0f);
+  for (int i = 7; i < e; ++i) v *= 2.0f;
+  for (int i = e; i < 7 && e != 0; ++i) v *= 0.5f;
+  return static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
 }
+struct Fp8Tables {
+  alignas(64) uint8_t hi[128];
+  alignas(64) uint8_t lo[128];
+  alignas(64) uint8_t interleave[2][64];  // byte indices: word i = (lo[i], hi[i]) of the first / second 32
+};
+constexpr Fp8Tables make_fp8_tables() {
+  Fp8Tables t{};
+  for (int c = 0; c < 128; ++c) {
+    const uint16_t b = e4m3_mag_to_bf16(c);
+    t.hi[c] = static_cast<uint8_t>(b >> 8);
+    t.lo[c] = static_cast<uint8_t>(b & 0xFF);
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 32; ++i) {
+      t.interleave[h][2 * i] = static_cast<uint8_t>(32 * h + i);
+      t.interleave[h][2 * i + 1] = static_cast<uint8_t>(64 + 32 * h + i);
+    }
+  return t;
+}
+constexpr Fp8Tables kFp8 = make_fp8_tables();
 
-inline void fp8_step_to_bf16(const uint8_t* codes32, float scale256, uint16_t* dst) {
-  const __m512 s = _mm512_set1_ps(scale256);
-  for (int h = 0; h < 2; ++h) {
-    const __m512 v = _mm512_mul_ps(
-        e4m3x16_div256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes32 + 16 * h))), s);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * h),
-                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+// ---- FP4: E2M1 code → bf16 of value·2^kFp4Bias (high / low byte, each table repeated per 128-bit lane) ----
+// The bias lifts every value so that the per-row scale is a saturating subtract of (127 + bias − e)·2^7
+// from the bf16 bits: zero stays zero (−0 is decoded as +0 for that), a nonzero value loses exactly
+// (127 + bias − e) from its exponent field. Exact while 1 ≤ exponent ≤ 254: e ∈ [kFp4MinScale, kFp4MaxScale].
+constexpr int kFp4Bias = 125;
+constexpr int kFp4MinScale = 2, kFp4MaxScale = 252;
+struct Fp4Tables {
+  alignas(64) uint8_t hi[64];
+  alignas(64) uint8_t lo[64];
+};
+constexpr Fp4Tables make_fp4_tables() {
+  Fp4Tables t{};
+  constexpr float kVal[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (int n = 0; n < 16; ++n) {
+    float v = kVal[n & 7];
+    for (int i = 0; i < kFp4Bias; ++i) v *= 2.0f;
+    if (n & 8) v = -v;
+    uint16_t b = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
+    if (n == 8) b = 0;  // −0 → +0 (the saturating subtract would turn 0x8000 into garbage)
+    for (int lane = 0; lane < 4; ++lane) {
+      t.hi[16 * lane + n] = static_cast<uint8_t>(b >> 8);
+      t.lo[16 * lane + n] = static_cast<uint8_t>(b & 0xFF);
+    }
+  }
+  return t;
+}
+constexpr Fp4Tables kFp4 = make_fp4_tables();
+
+// The K index (within a 128-chunk) that word w (0..31) of decoded vector v (0..3) holds in the FP4
+// decode below: vector v = unpack{lo,hi}(v&1) of the {low,high}(v>>1) nibbles; lane w/8 is 32-K step w/8.
+int fp4_chunk_k(int v, int w) { return 32 * (w / 8) + 16 * (v & 1) + 2 * (w % 8) + (v >> 1); }
+
+// Where the weight rows of one call live, and how a 16-row chunk is decoded into A-tile layout
+// dst [4 steps][16 rows][32 bf16] (rows past n_valid are left as they are: the caller zeroes them).
+// prefetch: bytes from a row to the same row of the next 16-row block, fetched into L2 while this block
+// is decoded (rows are a few KB: the hardware prefetcher alone does not reach full speed on them).
+struct Fp8Decoder {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int64_t k;
+  int64_t scale_cols;
+  int64_t prefetch;
+
+  void decode(int64_t row0, int n_valid, int64_t c, uint16_t* dst) const {
+    const __m512i thi0 = _mm512_load_si512(kFp8.hi), thi1 = _mm512_load_si512(kFp8.hi + 64);
+    const __m512i tlo0 = _mm512_load_si512(kFp8.lo), tlo1 = _mm512_load_si512(kFp8.lo + 64);
+    const __m512i il0 = _mm512_load_si512(kFp8.interleave[0]), il1 = _mm512_load_si512(kFp8.interleave[1]);
+    const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    const int64_t base = c * kChunkK, left = k - base;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t valid = left - 64 * h;
+      if (valid <= 0) break;
+      const __mmask64 m = valid >= 64 ? ~0ull : (1ull << valid) - 1;
+      for (int r = 0; r < n_valid; ++r) {
+        const uint8_t* src = codes + (row0 + r) * k + base + 64 * h;
+        _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
+        const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
+        __m512i hi = _mm512_permutex2var_epi8(thi0, cv, thi1);  // index bit 7 (the sign) is ignored
+        const __m512i lo = _mm512_permutex2var_epi8(tlo0, cv, tlo1);
+        hi = _mm512_ternarylogic_epi32(hi, cv, sign, 0xF8);  // hi | (code & 0x80)
+        uint16_t* d = dst + (2 * h) * 512 + r * 32;
+        _mm512_store_si512(d, _mm512_permutex2var_epi8(lo, il0, hi));
+        _mm512_store_si512(d + 512, _mm512_permutex2var_epi8(lo, il1, hi));
+      }
+    }
+  }
+  float chunk_scale(int64_t row0, int64_t c) const { return kE8m0ToFloat[scales[(row0 / 128) * scale_cols + c]]; }
+};
+
+struct Fp4Decoder {
+  const uint8_t* packed;
+  const uint8_t* scales;
+  int64_t k;
+  int64_t prefetch;
+
+  void decode(int64_t row0, int n_valid, int64_t c, uint16_t* dst) const {
+    const __m512i thi = _mm512_load_si512(kFp4.hi), tlo = _mm512_load_si512(kFp4.lo);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    // Spreads scale byte l of a u32 to the low byte of every word of lane l.
+    const __m512i spread = _mm512_set_epi64(
+        static_cast<long long>(0x8003800380038003ull), static_cast<long long>(0x8003800380038003ull),
+        static_cast<long long>(0x8002800280028002ull), static_cast<long long>(0x8002800280028002ull),
+        static_cast<long long>(0x8001800180018001ull), static_cast<long long>(0x8001800180018001ull),
+        static_cast<long long>(0x8000800080008000ull), static_cast<long long>(0x8000800080008000ull));
+    const __m512i top = _mm512_set1_epi16(static_cast<short>((127 + kFp4Bias) << 7));
+    const int64_t half = k / 2, n_sb = k / 32;
+    const int64_t steps = (k - c * kChunkK) / 32 < 4 ? (k - c * kChunkK) / 32 : 4;
+    const __mmask64 m = steps == 4 ? ~0ull : (1ull << (16 * steps)) - 1;
+    for (int r = 0; r < n_valid; ++r) {
+      const uint8_t* src = packed + (row0 + r) * half + c * 64;
+      _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
+      const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
+      uint32_t s4 = 0;
+      std::memcpy(&s4, scales + (row0 + r) * n_sb + 4 * c, static_cast<size_t>(steps));
+      const __m512i sw = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(s4)), spread);
+      const __m512i d = _mm512_sub_epi16(top, _mm512_slli_epi16(sw, 7));  // (127 + bias − e) << 7 per lane
+      const __m512i lo_n = _mm512_and_si512(cv, nib);
+      const __m512i hi_n = _mm512_and_si512(_mm512_srli_epi16(cv, 4), nib);
+      const __m512i lh = _mm512_shuffle_epi8(thi, lo_n), ll = _mm512_shuffle_epi8(tlo, lo_n);
+      const __m512i hh = _mm512_shuffle_epi8(thi, hi_n), hl = _mm512_shuffle_epi8(tlo, hi_n);
+      uint16_t* dr = dst + r * 32;
+      _mm512_store_si512(dr, _mm512_subs_epu16(_mm512_unpacklo_epi8(ll, lh), d));
+      _mm512_store_si512(dr + 512, _mm512_subs_epu16(_mm512_unpackhi_epi8(ll, lh), d));
+      _mm512_store_si512(dr + 1024, _mm512_subs_epu16(_mm512_unpacklo_epi8(hl, hh), d));
+      _mm512_store_si512(dr + 1536, _mm512_subs_epu16(_mm512_unpackhi_epi8(hl, hh), d));
+    }
+  }
+  // True when every scale of rows [row0, row0 + n_valid) lets the exponent fold stay exact.
+  bool scales_foldable(int64_t row0, int n_valid) const {
+    const uint8_t* s = scales + row0 * (k / 32);
+    const int64_t n = n_valid * (k / 32);
+    __m512i lo = _mm512_set1_epi8(static_cast<char>(0xFF)), hi = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n; i += 64) {
+      const __mmask64 m = n - i >= 64 ? ~0ull : (1ull << (n - i)) - 1;
+      const __m512i v = _mm512_maskz_loadu_epi8(m, s + i);
+      lo = _mm512_mask_min_epu8(lo, m, lo, v);
+      hi = _mm512_max_epu8(hi, v);
+    }
+    return (_mm512_cmplt_epu8_mask(lo, _mm512_set1_epi8(kFp4MinScale)) |
+            _mm512_cmpgt_epu8_mask(hi, _mm512_set1_epi8(static_cast<char>(kFp4MaxScale)))) == 0;
+  }
+};
+
+struct Bf16Decoder {
+  const uint16_t* w;
+  int64_t k;
+  int64_t prefetch;
+
+  void decode(int64_t row0, int n_valid, int64_t c, uint16_t* dst) const {
+    const int64_t left = k - c * kChunkK;
+    for (int r = 0; r < n_valid; ++r) {
+      const uint16_t* src = w + (row0 + r) * k + c * kChunkK;
+      const char* pf = reinterpret_cast<const char*>(src) + prefetch;
+      for (int line = 0; line < 4; ++line) _mm_prefetch(pf + 64 * line, _MM_HINT_T1);
+      for (int s = 0; s < 4 && 32 * s < left; ++s)
+        _mm512_store_si512(dst + s * 512 + r * 32, _mm512_loadu_si512(src + 32 * s));
+    }
+  }
+};
+
+struct Ctx {
+  int64_t n_rows, k, n_tokens;
+  int n_cols;  // tokens per B / C tile: min(n_tokens, 16)
+  const uint32_t* xpack;
+  float* out;  // out[t·ldo + (row − r0)]
+  int64_t ldo, r0;
+  bool round_bf16;
+  int64_t chunks() const { return (k + kChunkK - 1) / kChunkK; }
+  int chunk_steps(int64_t c) const {
+    const int64_t s = (k - c * kChunkK + 31) / 32;
+    return static_cast<int>(s < 4 ? s : 4);
+  }
+  // Token tile tt's B operand for step s: [16 pairs][n_cols] u32.
+  const uint32_t* b_step(int64_t tt, int64_t s) const { return xpack + (tt * 4 * chunks() + s) * 16 * n_cols; }
+};
+
+void write_out(const Ctx& cx, const float (*acc)[16], int64_t row0, int n_valid, int64_t tt) {
+  const int64_t t_base = tt * 16, t_end = cx.n_tokens - t_base < 16 ? cx.n_tokens - t_base : 16;
+  for (int64_t t = 0; t < t_end; ++t) {
+    float* o = cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0);
+    for (int n = 0; n < n_valid; ++n) o[n] = cx.round_bf16 ? round_to_bf16(acc[n][t]) : acc[n][t];
   }
 }
 
-// The shared tile loop: `decode_block(nb, n_valid, apack)` fills apack [k/32][16][32] bf16 for rows
-// nb..nb+n_valid (rows past n_valid must be zero).
-template <typename DecodeBlock>
-void amx_rows(int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1, float* out,
-              bool round_bf16, uint16_t* apack, DecodeBlock decode_block) {
-  const int64_t steps = k / 32, token_tiles = (n_tokens + 15) / 16;
-  alignas(64) float c[2][16][16];
-  amx_configure_tiles(kTilesUsed);
-  // Token tiles are taken in chunks whose packed activations (≤ 512 KB) stay in L2 while the chunk sweeps
-  // this thread's row blocks; each chunk re-decodes the row block (amortised over up to 8 × 16 tokens).
-  // One token tile packs 16·k bf16 = 32·k bytes.
-  int64_t chunk_tiles = (512 * 1024) / (k * 32);
-  chunk_tiles = chunk_tiles < 2 ? 2 : chunk_tiles > 8 ? 8 : chunk_tiles / 2 * 2;
-  for (int64_t tc = 0; tc < token_tiles; tc += chunk_tiles) {
-    const int64_t tc_end = tc + chunk_tiles < token_tiles ? tc + chunk_tiles : token_tiles;
-    for (int64_t nb = r0; nb < r1; nb += 16) {
-      const int n_valid = static_cast<int>(r1 - nb < 16 ? r1 - nb : 16);
-      decode_block(nb, n_valid, apack);
-      for (int64_t tb = tc; tb < tc_end; tb += 2) {
-        const bool two = tb + 1 < tc_end;
-        const uint32_t* b0 = xpack + tb * steps * 256;
-        const uint32_t* b1 = b0 + steps * 256;
-        _tile_zero(0);
-        _tile_zero(1);
-        for (int64_t s = 0; s < steps; ++s) {
-          _tile_loadd(2, apack + s * 512, 64);
-          _tile_loadd(3, b0 + s * 256, 64);
-          _tile_dpbf16ps(0, 2, 3);
-          if (two) {
-            _tile_loadd(4, b1 + s * 256, 64);
-            _tile_dpbf16ps(1, 2, 4);
-          }
-        }
-        _tile_stored(0, c[0], 64);
-        if (two) _tile_stored(1, c[1], 64);
-        for (int half = 0; half < (two ? 2 : 1); ++half) {
-          const int64_t t_base = (tb + half) * 16;
-          const int64_t t_end = n_tokens - t_base < 16 ? n_tokens - t_base : 16;
-          for (int64_t t = 0; t < t_end; ++t) {
-            float* o = out + (t_base + t) * n_rows + nb;
-            for (int n = 0; n < n_valid; ++n) o[n] = round_bf16 ? round_to_bf16(c[half][n][t]) : c[half][n][t];
-          }
-        }
+// Continuous accumulation (FP4, BF16): C0 += A·B over the steps of chunk c.
+inline void dp_chunk(const Ctx& cx, const uint16_t* a, int64_t tt, int64_t c, int steps) {
+  const int stride = 4 * cx.n_cols;
+  for (int s = 0; s < steps; ++s) {
+    _tile_loadd(2, a + s * 512, 64);
+    _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
+    _tile_dpbf16ps(0, 2, 3);
+  }
+}
+
+// FP8: chunk c's steps into a fresh C tile (c even: tile 0, odd: tile 1).
+inline void dp_chunk_fresh(const Ctx& cx, const uint16_t* a, int64_t tt, int64_t c, int steps) {
+  const int stride = 4 * cx.n_cols;
+  if (c & 1) {
+    _tile_zero(1);
+    for (int s = 0; s < steps; ++s) {
+      _tile_loadd(2, a + s * 512, 64);
+      _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
+      _tile_dpbf16ps(1, 2, 3);
+    }
+  } else {
+    _tile_zero(0);
+    for (int s = 0; s < steps; ++s) {
+      _tile_loadd(2, a + s * 512, 64);
+      _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
+      _tile_dpbf16ps(0, 2, 3);
+    }
+  }
+}
+
+// acc += scale · C(chunk c), all 16 rows × 16 columns (columns past n_cols are never read back).
+inline void fold_chunk(int64_t c, float scale, float (*cbuf)[16], float (*acc)[16]) {
+  if (c & 1) {
+    _tile_stored(1, cbuf, 64);
+  } else {
+    _tile_stored(0, cbuf, 64);
+  }
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int n = 0; n < 16; ++n)
+    _mm512_store_ps(acc[n], _mm512_fmadd_ps(_mm512_load_ps(cbuf[n]), s, _mm512_load_ps(acc[n])));
+}
+
+void zero_rows(uint16_t* chunk, int n_valid) {
+  if (n_valid >= 16) return;
+  for (int s = 0; s < 4; ++s) std::memset(chunk + s * 512 + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
+}
+
+void configure(int n_cols) {
+  const int colsb[4] = {4 * n_cols, 4 * n_cols, 64, 4 * n_cols};
+  amx_configure_tiles_cols(4, colsb);
+}
+
+// FP4 / BF16 block: one continuous C accumulation per token tile. FP4 always runs a chunk's 4 steps (each
+// holds K from all four 32-K blocks of the chunk; a tail chunk's missing blocks are zeros).
+template <typename Decoder>
+void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_valid, uint16_t* apack,
+                      float (*acc)[16]) {
+  const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
+  constexpr bool kFp4Steps = std::is_same_v<Decoder, Fp4Decoder>;
+  if (tiles == 1) {
+    _tile_zero(0);
+    for (int64_t c = 0; c < chunks; ++c) {
+      uint16_t* a = apack + (c & 1) * kChunkElems;
+      zero_rows(a, n_valid);
+      dec.decode(row0, n_valid, c, a);
+      dp_chunk(cx, a, 0, c, kFp4Steps ? 4 : cx.chunk_steps(c));
+    }
+    _tile_stored(0, acc, 64);
+    write_out(cx, acc, row0, n_valid, 0);
+    return;
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    zero_rows(apack + c * kChunkElems, n_valid);
+    dec.decode(row0, n_valid, c, apack + c * kChunkElems);
+  }
+  for (int64_t tt = 0; tt < tiles; ++tt) {
+    _tile_zero(0);
+    for (int64_t c = 0; c < chunks; ++c) dp_chunk(cx, apack + c * kChunkElems, tt, c, kFp4Steps ? 4 : cx.chunk_steps(c));
+    _tile_stored(0, acc, 64);
+    write_out(cx, acc, row0, n_valid, tt);
+  }
+}
+
+// FP8 block: per chunk a fresh C, folded with its scale; the fold of chunk c runs after chunk c + 1's
+// products were issued, so the tile store does not wait on the products just issued.
+void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, uint16_t* apack,
+               float (*acc)[16], float (*cbuf)[16]) {
+  const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
+  auto run = [&](int64_t tt, auto chunk_ptr, bool decode) {
+    std::memset(acc, 0, sizeof(float) * 256);
+    for (int64_t c = 0; c < chunks; ++c) {
+      uint16_t* a = chunk_ptr(c);
+      if (decode) {
+        zero_rows(a, n_valid);
+        dec.decode(row0, n_valid, c, a);
       }
+      dp_chunk_fresh(cx, a, tt, c, cx.chunk_steps(c));
+      if (c > 0) fold_chunk(c - 1, dec.chunk_scale(row0, c - 1), cbuf, acc);
+    }
+    fold_chunk(chunks - 1, dec.chunk_scale(row0, chunks - 1), cbuf, acc);
+    write_out(cx, acc, row0, n_valid, tt);
+  };
+  if (tiles == 1) {
+    run(0, [&](int64_t c) { return apack + (c & 1) * kChunkElems; }, true);
+    return;
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    zero_rows(apack + c * kChunkElems, n_valid);
+    dec.decode(row0, n_valid, c, apack + c * kChunkElems);
+  }
+  for (int64_t tt = 0; tt < tiles; ++tt) run(tt, [&](int64_t c) { return apack + c * kChunkElems; }, false);
+}
+
+// The exact fallback for an FP4 block whose scales cannot be folded into bf16: fp32 FMAs in K order on
+// the original activations (per (row, token), independent of the batch).
+void block_fp4_exact(const Ctx& cx, const AmxFp4Job& w, const float* x, int64_t ldx, int64_t row0, int n_valid) {
+  constexpr float kE2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  for (int64_t t = 0; t < cx.n_tokens; ++t) {
+    float* o = cx.out + t * cx.ldo + (row0 - cx.r0);
+    for (int n = 0; n < n_valid; ++n) {
+      const uint8_t* p = w.packed + (row0 + n) * (w.k / 2);
+      const uint8_t* s = w.scales + (row0 + n) * (w.k / 32);
+      float acc = 0.0f;
+      for (int64_t i = 0; i < w.k; ++i) {
+        const uint8_t code = (i & 1) ? p[i / 2] >> 4 : p[i / 2] & 0xF;
+        acc = __builtin_fmaf(x[t * ldx + i], kE2m1[code] * kE8m0ToFloat[s[i / 32]], acc);
+      }
+      o[n] = cx.round_bf16 ? round_to_bf16(acc) : acc;
+    }
+  }
+}
+
+struct alignas(64) Acc {
+  float acc[16][16] = {};
+  float cbuf[16][16] = {};  // columns past the C tile's width stay zero
+};
+
+Ctx make_ctx(int64_t n_rows, int64_t k, const AmxRowsArgs& a) {
+  return Ctx{n_rows, k, a.n_tokens, static_cast<int>(a.n_tokens < 16 ? a.n_tokens : 16), a.xpack, a.out, a.ldo,
+             a.r0, a.round_bf16};
+}
+
+}  // namespace
+
+int64_t amx_packed_x_words(int64_t n_tokens, int64_t k) {
+  const int64_t n_cols = n_tokens < 16 ? n_tokens : 16;
+  return ((n_tokens + 15) / 16) * 4 * ((k + kChunkK - 1) / kChunkK) * 16 * n_cols;
+}
+
+int64_t amx_apack_elems(int64_t k) {
+  const int64_t chunks = (k + kChunkK - 1) / kChunkK;
+  return kChunkElems * (chunks < 2 ? 2 : chunks);
+}
+
+bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, int64_t k, uint32_t* out) {
+  const int64_t chunks = (k + kChunkK - 1) / kChunkK, n_cols = n_tokens < 16 ? n_tokens : 16;
+  std::memset(out, 0, static_cast<size_t>(amx_packed_x_words(n_tokens, k)) * sizeof(uint32_t));
+  uint32_t inexact = 0;
+  auto bits = [&](const float* xr, int64_t i) -> uint32_t {
+    if (i >= k) return 0;
+    uint32_t b;
+    std::memcpy(&b, xr + i, 4);
+    inexact |= b & 0xFFFFu;
+    return b >> 16;
+  };
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xr = x + t * ldx;
+    uint32_t* tile = out + (t / 16) * 4 * chunks * 16 * n_cols + (t % 16);
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int v = 0; v < 4; ++v)
+        for (int p = 0; p < 16; ++p) {
+          int64_t k0, k1;
+          if (order == AmxKOrder::kFp4) {
+            k0 = c * kChunkK + fp4_chunk_k(v, 2 * p);
+            k1 = c * kChunkK + fp4_chunk_k(v, 2 * p + 1);
+          } else {
+            k0 = c * kChunkK + 32 * v + 2 * p;
+            k1 = k0 + 1;
+          }
+          tile[((4 * c + v) * 16 + p) * n_cols] = bits(xr, k0) | (bits(xr, k1) << 16);
+        }
+  }
+  return inexact == 0;
+}
+
+void fp4_gemm_amx_rows(const AmxFp4Job& w, const AmxRowsArgs& a) {
+  const Ctx cx = make_ctx(w.n_rows, w.k, a);
+  const Fp4Decoder dec{w.packed, w.scales, w.k, 16 * (w.k / 2)};
+  Acc st;
+  configure(cx.n_cols);
+  for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
+    const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
+    if (dec.scales_foldable(nb, n_valid)) {
+      block_continuous(cx, dec, nb, n_valid, a.apack, st.acc);
+    } else {
+      block_fp4_exact(cx, w, a.x, a.ldx, nb, n_valid);
     }
   }
   _tile_release();
 }
 
-}  // namespace
-
-bool amx_pack_x(const float* x, int64_t n_tokens, int64_t k, uint32_t* out) {
-  const int64_t steps = k / 32, token_tiles = (n_tokens + 15) / 16;
-  std::memset(out, 0, static_cast<size_t>(amx_packed_x_words(n_tokens, k)) * sizeof(uint32_t));
-  uint32_t inexact = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* xr = x + t * k;
-    uint32_t* tile = out + (t / 16) * steps * 256 + (t % 16);
-    for (int64_t p = 0; p < k / 2; ++p) {
-      uint32_t lo, hi;
-      std::memcpy(&lo, xr + 2 * p, 4);
-      std::memcpy(&hi, xr + 2 * p + 1, 4);
-      inexact |= (lo | hi) & 0xFFFFu;
-      // Block (t/16, step p/16), pair row p%16, token column t%16.
-      tile[(p / 16) * 256 + (p % 16) * 16] = (lo >> 16) | (hi & 0xFFFF0000u);
-    }
+void fp8_gemm_amx_rows(const AmxFp8Job& w, const AmxRowsArgs& a) {
+  const Ctx cx = make_ctx(w.n_rows, w.k, a);
+  const Fp8Decoder dec{w.codes, w.scales, w.k, (w.k + 127) / 128, 16 * w.k};
+  Acc st;
+  configure(cx.n_cols);
+  for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
+    const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
+    block_fp8(cx, dec, nb, n_valid, a.apack, st.acc, st.cbuf);
   }
-  (void)token_tiles;
-  return inexact == 0;
+  _tile_release();
 }
 
-void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16, uint16_t* apack) {
-  const int64_t steps = w.k / 32, half = w.k / 2;
-  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
-    for (int64_t s = 0; s < steps; ++s) {
-      uint16_t* step = a + s * 512;
-      for (int n = 0; n < n_valid; ++n) {
-        const int64_t row = nb + n;
-        fp4_step_to_bf16(w.packed + row * half + s * 16, kE8m0ToFloat[w.scales[row * steps + s]], step + n * 32);
-      }
-      if (n_valid < 16) std::memset(step + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
-    }
-  });
-}
-
-void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
-                        int64_t r0, int64_t r1, float* out, bool round_bf16, uint16_t* apack) {
-  const int64_t steps = k / 32;
-  amx_rows(n_rows, k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
-    for (int64_t s = 0; s < steps; ++s) {
-      uint16_t* step = a + s * 512;
-      for (int n = 0; n < n_valid; ++n) std::memcpy(step + n * 32, w + (nb + n) * k + s * 32, 64);
-      if (n_valid < 16) std::memset(step + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
-    }
-  });
-}
-
-void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16, uint16_t* apack) {
-  const int64_t steps = w.k / 32, scale_cols = (w.k + 127) / 128;
-  amx_rows(w.n_rows, w.k, xpack, n_tokens, r0, r1, out, round_bf16, apack, [&](int64_t nb, int n_valid, uint16_t* a) {
-    for (int64_t s = 0; s < steps; ++s) {
-      uint16_t* step = a + s * 512;
-      for (int n = 0; n < n_valid; ++n) {
-        const int64_t row = nb + n;
-        const float scale = kE8m0ToFloat[w.scales[(row / 128) * scale_cols + (s * 32) / 128]] * 256.0f;
-        fp8_step_to_bf16(w.codes + row * w.k + s * 32, scale, step + n * 32);
-      }
-      if (n_valid < 16) std::memset(step + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
-    }
-  });
+void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const AmxRowsArgs& a) {
+  const Ctx cx = make_ctx(n_rows, k, a);
+  const Bf16Decoder dec{w, k, 16 * 2 * k};
+  Acc st;
+  configure(cx.n_cols);
+  for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
+    const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
+    block_continuous(cx, dec, nb, n_valid, a.apack, st.acc);
+  }
+  _tile_release();
 }
 
 }  // namespace dsv4::kernels::detail

@@ -44,22 +44,26 @@ const float* aligned_x(const float* x, int64_t n_tokens, int64_t k) {
 }
 
 #if defined(__x86_64__)
-// AMX path for prefill-sized batches: packs x to bf16 tiles (refusing activations bf16 cannot hold
-// exactly) and splits 16-row blocks across the pool. Returns false when the caller must use the tiles.
+// The calling thread's AMX decode buffer (amx_apack_elems(k) bf16, 64-byte aligned). Bounded by the
+// weight's k, not by the batch: a grow-only per-thread buffer.
+uint16_t* amx_apack(int64_t k) {
+  thread_local ScratchVec<uint16_t> buf;
+  uint16_t* p = buf.grow(detail::amx_apack_elems(k) + 32);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
+}
+
+// The AMX path (every token count): packs x to bf16 tiles (refusing activations bf16 cannot hold exactly)
+// and splits 16-row blocks across the pool. Returns false when the caller must use the vector tiles.
 template <typename RowsFn>
-bool try_amx(Isa isa, int64_t n_rows, int64_t k, const float* x, int64_t n_tokens, RowsFn rows_fn,
-             const MatmulOptions& opt) {
-  if (isa != Isa::kAmx || n_tokens < detail::kAmxMinTokens || k % 32 != 0 || k == 0) return false;
-  thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs, [n_tokens, k / 2] in AMX tile order
-  xpack.grow(detail::amx_packed_x_words(n_tokens, k));
-  if (!detail::amx_pack_x(x, n_tokens, k, xpack.data())) return false;
-  const uint32_t* xp = xpack.data();
+bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const float* x, int64_t n_tokens,
+             float* out, RowsFn rows_fn, const MatmulOptions& opt) {
+  if (isa != Isa::kAmx || k % 32 != 0 || k == 0) return false;
+  thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs in AMX tile order
+  uint32_t* xp = xpack.grow(detail::amx_packed_x_words(n_tokens, k));
+  if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
   auto body = [&](int64_t r0, int64_t r1, int) {
-    // Each thread's decoded 16-row block (kept in this baseline file: see quant_gemm_amx.cc). Bounded by
-    // the weight's k, not by the batch: a plain grow-only vector.
-    thread_local std::vector<uint16_t> apack;
-    if (static_cast<int64_t>(apack.size()) < detail::amx_apack_elems(k)) apack.resize(static_cast<size_t>(detail::amx_apack_elems(k)));
-    rows_fn(xp, r0, r1, apack.data());
+    rows_fn(detail::AmxRowsArgs{xp, x, k, n_tokens, r0, r1, out + r0, n_rows, opt.round_bf16, amx_apack(k)});
   };
   if (opt.pool != nullptr) {
     opt.pool->parallel_for(n_rows, 16, body);
@@ -114,7 +118,8 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
 
 Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols) {
   const Isa isa = resolve_isa(requested);
-  if (isa == Isa::kAmx && (n_tokens < detail::kAmxMinTokens || n_cols % 32 != 0 || n_cols == 0)) return Isa::kAvx512;
+  (void)n_tokens;
+  if (isa == Isa::kAmx && (n_cols % 32 != 0 || n_cols == 0)) return Isa::kAvx512;
   return isa;
 }
 
@@ -131,11 +136,8 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
 #if defined(__x86_64__)
   const detail::AmxFp8Job job{w.codes, w.scales, w.n_rows, w.n_cols};
   if (try_amx(
-          isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
-            detail::fp8_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
-          },
-          opt))
+          isa, detail::AmxKOrder::kNatural, w.n_rows, w.n_cols, x, n_tokens, out,
+          [&](const detail::AmxRowsArgs& a) { detail::fp8_gemm_amx_rows(job, a); }, opt))
     return;
 #endif
   const int64_t scale_cols = (w.n_cols + 127) / 128;
@@ -155,11 +157,8 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
   const Isa isa = resolve_isa(opt.isa);
 #if defined(__x86_64__)
   if (try_amx(
-          isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
-            detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
-          },
-          opt))
+          isa, detail::AmxKOrder::kNatural, w.n_rows, w.n_cols, x, n_tokens, out,
+          [&](const detail::AmxRowsArgs& a) { detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, a); }, opt))
     return;
 #endif
   run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt, 2 * w.n_cols, detail::bf16_tile_for(isa),
@@ -174,11 +173,8 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
 #if defined(__x86_64__)
   const detail::AmxFp4Job job{w.packed, w.scales, w.n_rows, w.n_cols};
   if (try_amx(
-          isa, w.n_rows, w.n_cols, x, n_tokens,
-          [&](const uint32_t* xp, int64_t r0, int64_t r1, uint16_t* apack) {
-            detail::fp4_gemm_amx_rows(job, xp, n_tokens, r0, r1, out, opt.round_bf16, apack);
-          },
-          opt))
+          isa, detail::AmxKOrder::kFp4, w.n_rows, w.n_cols, x, n_tokens, out,
+          [&](const detail::AmxRowsArgs& a) { detail::fp4_gemm_amx_rows(job, a); }, opt))
     return;
 #endif
   const detail::Fp4Kernel kern = detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * w.n_cols));

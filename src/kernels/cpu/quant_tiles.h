@@ -112,22 +112,24 @@ void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t 
 bool bf16_exact(const float* x, int64_t n);
 
 
-// ---- AMX-BF16 GEMM for prefill-sized batches (n_tokens >= kAmxMinTokens, k % 32 == 0) ----
-// C[n, t] = Σ_k W[n, k]·X[t, k] with W decoded to bf16 (exact: E2M1/E4M3 values times a power-of-two scale
-// have ≤ 4 significant bits) and X in bf16, which holds fake-quantized activations exactly; the tiles
-// accumulate in fp32. amx_pack_x refuses (returns false) activations that bf16 cannot hold exactly, and
-// the caller then uses the AVX-512 tiles.
-inline constexpr int64_t kAmxMinTokens = 16;
-
-// Activations [n_tokens, k] → bf16 VNNI blocks [ceil(n_tokens/16)][k/32][16 pairs][16 tokens] (u32 each:
-// x[t, 2p] | x[t, 2p+1] << 16), zero-padded past n_tokens. `out` holds amx_packed_x_words(n_tokens, k).
-int64_t amx_packed_x_words(int64_t n_tokens, int64_t k);
+// ---- AMX-BF16 GEMM (quant_gemm_amx.cc): every token count on AMX CPUs, k % 32 == 0 ----
+// C[n, t] = Σ_k W[n, k]·X[t, k] with W decoded to bf16 in registers (exact: E2M1/E4M3 values, the FP4
+// scale folded into the exponent where that stays exact) as the A operand and X in bf16 as the B operand,
+// fp32 accumulation; FP8's per-128×128 scale is applied to each 128-K chunk's fp32 sum. Every (row, token)
+// output follows one fixed sequence of tile operations whatever the batch, so results are batch- and
+// thread-count invariant. amx_pack_x refuses (returns false) activations that bf16 cannot hold exactly,
+// and the caller then uses the vector tiles.
 #if defined(__x86_64__)
-bool amx_pack_x(const float* x, int64_t n_tokens, int64_t k, uint32_t* out);
+// The K order inside each 128-K chunk of the packed activations: natural (FP8, BF16) or the FP4 decode's.
+enum class AmxKOrder { kNatural, kFp4 };
+// Activations [n_tokens, k] (row stride ldx) → bf16 VNNI blocks [ceil(n_tokens/16)][4·ceil(k/128) steps]
+// [16 pairs][min(n_tokens, 16) tokens] (u32 each: two bf16 of one token), zero-padded past k and n_tokens.
+// `out` holds amx_packed_x_words(n_tokens, k) words.
+int64_t amx_packed_x_words(int64_t n_tokens, int64_t k);
+bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, int64_t k, uint32_t* out);
 
-// Rows [r0, r1) (r0 a multiple of 16) of out[t, n] (stride n_rows), for all n_tokens. apack: the calling
-// thread's scratch of amx_apack_elems(k) bf16 (16 decoded rows).
-inline int64_t amx_apack_elems(int64_t k) { return 16 * k; }
+// bf16 a thread's `apack` scratch must hold for a weight of k columns (64-byte aligned by the caller).
+int64_t amx_apack_elems(int64_t k);
 struct AmxFp4Job {
   const uint8_t* packed;
   const uint8_t* scales;
@@ -138,12 +140,21 @@ struct AmxFp8Job {
   const uint8_t* scales;
   int64_t n_rows, k;
 };
-void fp4_gemm_amx_rows(const AmxFp4Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16, uint16_t* apack);
-void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const uint32_t* xpack, int64_t n_tokens,
-                        int64_t r0, int64_t r1, float* out, bool round_bf16, uint16_t* apack);
-void fp8_gemm_amx_rows(const AmxFp8Job& w, const uint32_t* xpack, int64_t n_tokens, int64_t r0, int64_t r1,
-                       float* out, bool round_bf16, uint16_t* apack);
+// Rows [r0, r1) (r0 a multiple of 16) for all n_tokens: out[t·ldo + (n − r0)].
+struct AmxRowsArgs {
+  const uint32_t* xpack;  // amx_pack_x of x, in the weight's AmxKOrder
+  const float* x;         // the same activations as floats [n_tokens, ldx] (FP4's exact fallback)
+  int64_t ldx;
+  int64_t n_tokens;
+  int64_t r0, r1;
+  float* out;
+  int64_t ldo;
+  bool round_bf16;
+  uint16_t* apack;  // amx_apack_elems(k), 64-byte aligned
+};
+void fp4_gemm_amx_rows(const AmxFp4Job& w, const AmxRowsArgs& a);
+void fp8_gemm_amx_rows(const AmxFp8Job& w, const AmxRowsArgs& a);
+void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const AmxRowsArgs& a);
 #endif
 
 }  // namespace dsv4::kernels::detail

@@ -116,7 +116,6 @@ Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
   }
 }
 
-int64_t amx_packed_x_words(int64_t n_tokens, int64_t k) { return ((n_tokens + 15) / 16) * 16 * (k / 2); }
 
 bool bf16_exact(const float* x, int64_t n) {
   uint32_t low = 0;

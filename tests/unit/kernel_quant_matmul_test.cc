@@ -530,14 +530,14 @@ TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
   for (Isa isa : fast_isas()) {
     for (int code = 0; code < 256; ++code) {
       if ((code & 0x7F) == 0x7F) continue;  // NaN
-      for (int64_t k : {1, 16, 23}) {
+      for (int64_t k : {1, 16, 23, 32, 160}) {  // 32, 160: the AMX path (k % 32 == 0), a tail chunk
         std::vector<uint8_t> codes(static_cast<size_t>(k), static_cast<uint8_t>(code));
-        const uint8_t scale = 127 + 3;
+        const std::vector<uint8_t> scale(static_cast<size_t>((k + 127) / 128), 127 + 3);
         for (int64_t hot = 0; hot < k; ++hot) {
           std::vector<float> x(static_cast<size_t>(k), 0.0f);
           x[static_cast<size_t>(hot)] = 1.0f;
           float out = -1.0f;
-          fp8_gemm(Fp8Matrix{codes.data(), &scale, 1, k}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
+          fp8_gemm(Fp8Matrix{codes.data(), scale.data(), 1, k}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
           ASSERT_EQ(out, e4m3_to_float(static_cast<uint8_t>(code)) * 8.0f) << isa_name(isa) << " code " << code;
         }
       }
@@ -552,6 +552,39 @@ TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
         fp4_gemm(Fp4Matrix{packed.data(), scales, 1, 64}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
         const float want = e2m1_to_float(static_cast<uint8_t>(nib)) * (hot < 32 ? 0.5f : 4.0f);
         ASSERT_EQ(out, want) << isa_name(isa) << " nibble " << nib << " at " << hot;
+      }
+    }
+  }
+}
+
+// AMX folds the FP4 scale into the decoded bf16 exponent, which is exact only for E8M0 codes in [2, 252];
+// a 16-row block holding any other scale takes an exact fp32 loop. Rows 16..31 carry scales at and past
+// both edges, the other blocks ordinary ones; activations are scaled by a power of two that keeps every
+// product a normal float. Against the oracle, with the thread- and batch-invariance checks.
+TEST(KernelQuantMatmul, AmxFp4ScalesAtTheExponentExtremes) {
+  std::mt19937 rng(31);
+  ThreadPool pool(3);
+  struct Edge {
+    std::vector<uint8_t> scales;
+    bool small_codes;  // |value| ≤ 1.5, so that 2^126 scales stay finite
+    int x_log2;
+  };
+  const Edge edges[] = {{{0, 1}, false, 100}, {{2, 3}, false, 100}, {{251, 252}, false, -100},
+                        {{253}, true, -100},  {{1, 2, 127}, false, 100}};
+  for (const Edge& edge : edges) {
+    for (int64_t k : {128, 160}) {
+      for (int64_t m : {1, 3, 17}) {
+        Fp4Case c = make_fp4(rng, 33, k, 0);
+        std::uniform_int_distribution<size_t> pick(0, edge.scales.size() - 1);
+        for (int64_t r = 16; r < 32; ++r)
+          for (int64_t b = 0; b < k / 32; ++b) c.scales[static_cast<size_t>(r * (k / 32) + b)] = edge.scales[pick(rng)];
+        if (edge.small_codes)
+          for (auto& byte : c.packed) byte &= 0xBB;  // each nibble's bit 2 cleared: codes 0..3, 8..11
+        std::vector<float> xbuf = make_x(rng, m, k, 0);
+        for (float& v : xbuf) v = std::ldexp(v, edge.x_log2);
+        check_shape(
+            c.w, m, xbuf.data(), fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
+            "fp4 scale " + std::to_string(edge.scales[0]) + " k=" + std::to_string(k) + " m=" + std::to_string(m));
       }
     }
   }

@@ -47,7 +47,7 @@ float round_to_bf16(float f) {
   return f;
 }
 
-// Tiles: 0, 1 = C (16 rows × N tokens fp32), 2 = A (16 rows × 32 bf16), 3 = B (16 pairs × N tokens).
+// Tiles: 0..3 = C accumulators (16 rows × N tokens fp32), 4 = A (16 rows × 32 bf16), 5 = B (16 pairs × N).
 constexpr int kChunkK = 128;                  // K per chunk: 4 A steps, one FP8 scale column
 constexpr int64_t kChunkElems = 4 * 16 * 32;  // bf16 per decoded chunk of a 16-row block
 
@@ -108,9 +108,26 @@ constexpr Fp4Tables make_fp4_tables() {
 }
 constexpr Fp4Tables kFp4 = make_fp4_tables();
 
-// The K index (within a 128-chunk) that word w (0..31) of decoded vector v (0..3) holds in the FP4
-// decode below: vector v = unpack{lo,hi}(v&1) of the {low,high}(v>>1) nibbles; lane w/8 is 32-K step w/8.
-int fp4_chunk_k(int v, int w) { return 32 * (w / 8) + 16 * (v & 1) + 2 * (w % 8) + (v >> 1); }
+// Activation packing: word indices for vpermt2w. odd_words picks the bf16 (high) half of 32 floats held in
+// two zmm. The FP4 decode below leaves word w (0..31) of its vector v (0..3: unpack{lo,hi}(v&1) of the
+// {low,high}(v>>1) nibbles) holding K = 32·(w/8) + 16·(v&1) + 2·(w%8) + (v>>1) of the 128-K chunk (lane
+// w/8 is 32-K block w/8); fp4_lo[v] gathers that order from two 32-word K groups: words 0..15 of v come
+// from groups 0, 1 and words 16..31 from groups 2, 3 with the same in-group offsets.
+struct PackTables {
+  alignas(64) uint16_t odd_words[32];
+  alignas(64) uint16_t fp4_lo[4][32];
+};
+constexpr PackTables make_pack_tables() {
+  PackTables t{};
+  for (int i = 0; i < 32; ++i) t.odd_words[i] = static_cast<uint16_t>(2 * i + 1);
+  for (int v = 0; v < 4; ++v)
+    for (int w = 0; w < 32; ++w) {
+      const int kk = 32 * ((w / 8) % 2) + 16 * (v & 1) + 2 * (w % 8) + (v >> 1);  // word in the group pair
+      t.fp4_lo[v][w] = static_cast<uint16_t>(kk);
+    }
+  return t;
+}
+constexpr PackTables kPack = make_pack_tables();
 
 // Where the weight rows of one call live, and how a 16-row chunk is decoded into A-tile layout
 // dst [4 steps][16 rows][32 bf16] (rows past n_valid are left as they are: the caller zeroes them).
@@ -173,7 +190,11 @@ struct Fp4Decoder {
       _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
       const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
       uint32_t s4 = 0;
-      std::memcpy(&s4, scales + (row0 + r) * n_sb + 4 * c, static_cast<size_t>(steps));
+      if (steps == 4) {
+        std::memcpy(&s4, scales + (row0 + r) * n_sb + 4 * c, 4);  // one load (a variable size is a call)
+      } else {
+        for (int64_t i = 0; i < steps; ++i) s4 |= static_cast<uint32_t>(scales[(row0 + r) * n_sb + 4 * c + i]) << (8 * i);
+      }
       const __m512i sw = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(s4)), spread);
       const __m512i d = _mm512_sub_epi16(top, _mm512_slli_epi16(sw, 7));  // (127 + bias − e) << 7 per lane
       const __m512i lo_n = _mm512_and_si512(cv, nib);
@@ -244,46 +265,40 @@ void write_out(const Ctx& cx, const float (*acc)[16], int64_t row0, int n_valid,
   }
 }
 
-// Continuous accumulation (FP4, BF16): C0 += A·B over the steps of chunk c.
-inline void dp_chunk(const Ctx& cx, const uint16_t* a, int64_t tt, int64_t c, int steps) {
-  const int stride = 4 * cx.n_cols;
-  for (int s = 0; s < steps; ++s) {
-    _tile_loadd(2, a + s * 512, 64);
-    _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
-    _tile_dpbf16ps(0, 2, 3);
+// One TDPBF16PS into an accumulator the previous one wrote waits for it (~3 products' time), so the
+// products are spread over four accumulator tiles C0..C3 (tile j = accumulator j, by compile-time index).
+inline void dp_into(int j, const uint16_t* a, const uint32_t* b, int b_stride) {
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, b, b_stride);
+  switch (j) {
+    case 0:
+      _tile_dpbf16ps(0, 4, 5);
+      break;
+    case 1:
+      _tile_dpbf16ps(1, 4, 5);
+      break;
+    case 2:
+      _tile_dpbf16ps(2, 4, 5);
+      break;
+    default:
+      _tile_dpbf16ps(3, 4, 5);
+      break;
   }
 }
 
-// FP8: chunk c's steps into a fresh C tile (c even: tile 0, odd: tile 1).
-inline void dp_chunk_fresh(const Ctx& cx, const uint16_t* a, int64_t tt, int64_t c, int steps) {
-  const int stride = 4 * cx.n_cols;
-  if (c & 1) {
-    _tile_zero(1);
-    for (int s = 0; s < steps; ++s) {
-      _tile_loadd(2, a + s * 512, 64);
-      _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
-      _tile_dpbf16ps(1, 2, 3);
-    }
-  } else {
-    _tile_zero(0);
-    for (int s = 0; s < steps; ++s) {
-      _tile_loadd(2, a + s * 512, 64);
-      _tile_loadd(3, cx.b_step(tt, 4 * c + s), stride);
-      _tile_dpbf16ps(0, 2, 3);
-    }
-  }
+inline void zero_accumulators() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
 }
 
-// acc += scale · C(chunk c), all 16 rows × 16 columns (columns past n_cols are never read back).
-inline void fold_chunk(int64_t c, float scale, float (*cbuf)[16], float (*acc)[16]) {
-  if (c & 1) {
-    _tile_stored(1, cbuf, 64);
-  } else {
-    _tile_stored(0, cbuf, 64);
-  }
-  const __m512 s = _mm512_set1_ps(scale);
-  for (int n = 0; n < 16; ++n)
-    _mm512_store_ps(acc[n], _mm512_fmadd_ps(_mm512_load_ps(cbuf[n]), s, _mm512_load_ps(acc[n])));
+// cb[j] ← accumulator j, [16 rows][16] fp32 (columns past the tile width untouched).
+inline void store_accumulators(float (*cb)[16][16]) {
+  _tile_stored(0, cb[0], 64);
+  _tile_stored(1, cb[1], 64);
+  _tile_stored(2, cb[2], 64);
+  _tile_stored(3, cb[3], 64);
 }
 
 void zero_rows(uint16_t* chunk, int n_valid) {
@@ -292,27 +307,41 @@ void zero_rows(uint16_t* chunk, int n_valid) {
 }
 
 void configure(int n_cols) {
-  const int colsb[4] = {4 * n_cols, 4 * n_cols, 64, 4 * n_cols};
-  amx_configure_tiles_cols(4, colsb);
+  const int colsb[6] = {4 * n_cols, 4 * n_cols, 4 * n_cols, 4 * n_cols, 64, 4 * n_cols};
+  amx_configure_tiles_cols(6, colsb);
 }
 
-// FP4 / BF16 block: one continuous C accumulation per token tile. FP4 always runs a chunk's 4 steps (each
-// holds K from all four 32-K blocks of the chunk; a tail chunk's missing blocks are zeros).
+// FP4 / BF16 block: step s of every chunk accumulates into C(s), and the block's sum is
+// (C0 + C1) + (C2 + C3). FP4 always runs a chunk's 4 steps (each holds K from all four 32-K blocks of the
+// chunk; a tail chunk's missing blocks are zeros). With one token tile, chunk c + 1 is decoded before
+// chunk c's tile loads are issued, so the loads do not wait for the decode's stores to drain.
 template <typename Decoder>
 void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_valid, uint16_t* apack,
-                      float (*acc)[16]) {
+                      float (*cb)[16][16]) {
   const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
+  const int stride = 4 * cx.n_cols;
   constexpr bool kFp4Steps = std::is_same_v<Decoder, Fp4Decoder>;
+  auto finish = [&](int64_t tt) {
+    store_accumulators(cb);
+    for (int n = 0; n < 16; ++n)
+      _mm512_store_ps(cb[0][n], _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(cb[0][n]), _mm512_load_ps(cb[1][n])),
+                                              _mm512_add_ps(_mm512_load_ps(cb[2][n]), _mm512_load_ps(cb[3][n]))));
+    write_out(cx, cb[0], row0, n_valid, tt);
+  };
+  auto run_chunk = [&](const uint16_t* a, int64_t tt, int64_t c) {
+    const int steps = kFp4Steps ? 4 : cx.chunk_steps(c);
+    for (int st = 0; st < steps; ++st) dp_into(st, a + st * 512, cx.b_step(tt, 4 * c + st), stride);
+  };
   if (tiles == 1) {
-    _tile_zero(0);
+    zero_accumulators();
+    zero_rows(apack, n_valid);
+    zero_rows(apack + kChunkElems, n_valid);
+    dec.decode(row0, n_valid, 0, apack);
     for (int64_t c = 0; c < chunks; ++c) {
-      uint16_t* a = apack + (c & 1) * kChunkElems;
-      zero_rows(a, n_valid);
-      dec.decode(row0, n_valid, c, a);
-      dp_chunk(cx, a, 0, c, kFp4Steps ? 4 : cx.chunk_steps(c));
+      if (c + 1 < chunks) dec.decode(row0, n_valid, c + 1, apack + ((c + 1) & 1) * kChunkElems);
+      run_chunk(apack + (c & 1) * kChunkElems, 0, c);
     }
-    _tile_stored(0, acc, 64);
-    write_out(cx, acc, row0, n_valid, 0);
+    finish(0);
     return;
   }
   for (int64_t c = 0; c < chunks; ++c) {
@@ -320,30 +349,49 @@ void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_val
     dec.decode(row0, n_valid, c, apack + c * kChunkElems);
   }
   for (int64_t tt = 0; tt < tiles; ++tt) {
-    _tile_zero(0);
-    for (int64_t c = 0; c < chunks; ++c) dp_chunk(cx, apack + c * kChunkElems, tt, c, kFp4Steps ? 4 : cx.chunk_steps(c));
-    _tile_stored(0, acc, 64);
-    write_out(cx, acc, row0, n_valid, tt);
+    zero_accumulators();
+    for (int64_t c = 0; c < chunks; ++c) run_chunk(apack + c * kChunkElems, tt, c);
+    finish(tt);
   }
 }
 
-// FP8 block: per chunk a fresh C, folded with its scale; the fold of chunk c runs after chunk c + 1's
-// products were issued, so the tile store does not wait on the products just issued.
+// FP8 block: chunk c's steps accumulate in a fresh C(c % 2), folded as acc = fma(C, scale_c, acc) in chunk
+// order; the fold of chunk c is issued after chunk c + 1's products, so its tile store does not wait on
+// the products just issued. With one token tile the decode runs a chunk ahead of the tile loads.
 void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, uint16_t* apack,
-               float (*acc)[16], float (*cbuf)[16]) {
+               float (*acc)[16], float (*cb)[16][16]) {
   const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
+  const int stride = 4 * cx.n_cols;
+  auto fold = [&](int64_t c) {
+    if (c & 1) {
+      _tile_stored(1, cb[1], 64);
+    } else {
+      _tile_stored(0, cb[0], 64);
+    }
+    const __m512 s = _mm512_set1_ps(dec.chunk_scale(row0, c));
+    for (int n = 0; n < 16; ++n)
+      _mm512_store_ps(acc[n], _mm512_fmadd_ps(_mm512_load_ps(cb[c & 1][n]), s, _mm512_load_ps(acc[n])));
+  };
   auto run = [&](int64_t tt, auto chunk_ptr, bool decode) {
     std::memset(acc, 0, sizeof(float) * 256);
-    for (int64_t c = 0; c < chunks; ++c) {
-      uint16_t* a = chunk_ptr(c);
-      if (decode) {
-        zero_rows(a, n_valid);
-        dec.decode(row0, n_valid, c, a);
-      }
-      dp_chunk_fresh(cx, a, tt, c, cx.chunk_steps(c));
-      if (c > 0) fold_chunk(c - 1, dec.chunk_scale(row0, c - 1), cbuf, acc);
+    if (decode) {
+      zero_rows(chunk_ptr(0), n_valid);
+      zero_rows(chunk_ptr(1), n_valid);
+      dec.decode(row0, n_valid, 0, chunk_ptr(0));
     }
-    fold_chunk(chunks - 1, dec.chunk_scale(row0, chunks - 1), cbuf, acc);
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (decode && c + 1 < chunks) dec.decode(row0, n_valid, c + 1, chunk_ptr(c + 1));
+      const uint16_t* a = chunk_ptr(c);
+      if (c & 1) {
+        _tile_zero(1);
+      } else {
+        _tile_zero(0);
+      }
+      for (int st = 0; st < cx.chunk_steps(c); ++st)
+        dp_into(static_cast<int>(c & 1), a + st * 512, cx.b_step(tt, 4 * c + st), stride);
+      if (c > 0) fold(c - 1);
+    }
+    fold(chunks - 1);
     write_out(cx, acc, row0, n_valid, tt);
   };
   if (tiles == 1) {
@@ -379,7 +427,7 @@ void block_fp4_exact(const Ctx& cx, const AmxFp4Job& w, const float* x, int64_t 
 
 struct alignas(64) Acc {
   float acc[16][16] = {};
-  float cbuf[16][16] = {};  // columns past the C tile's width stay zero
+  float cb[4][16][16] = {};  // accumulator tiles; columns past the tile width stay zero
 };
 
 Ctx make_ctx(int64_t n_rows, int64_t k, const AmxRowsArgs& a) {
@@ -396,38 +444,52 @@ int64_t amx_packed_x_words(int64_t n_tokens, int64_t k) {
 
 int64_t amx_apack_elems(int64_t k) {
   const int64_t chunks = (k + kChunkK - 1) / kChunkK;
-  return kChunkElems * (chunks < 2 ? 2 : chunks);
+  return kChunkElems * (chunks < 2 ? 2 : chunks);  // one token tile: a ring of two; more: the whole block
 }
 
 bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, int64_t k, uint32_t* out) {
   const int64_t chunks = (k + kChunkK - 1) / kChunkK, n_cols = n_tokens < 16 ? n_tokens : 16;
-  std::memset(out, 0, static_cast<size_t>(amx_packed_x_words(n_tokens, k)) * sizeof(uint32_t));
-  uint32_t inexact = 0;
-  auto bits = [&](const float* xr, int64_t i) -> uint32_t {
-    if (i >= k) return 0;
-    uint32_t b;
-    std::memcpy(&b, xr + i, 4);
-    inexact |= b & 0xFFFFu;
-    return b >> 16;
-  };
+  const int64_t tile_words = 4 * chunks * 16 * n_cols;
+  if (n_tokens % 16 != 0 && n_tokens > 16)  // the last token tile's unused columns
+    std::memset(out + (n_tokens / 16) * tile_words, 0, static_cast<size_t>(tile_words) * sizeof(uint32_t));
+  const __m512i odd = _mm512_load_si512(kPack.odd_words);
+  __m512i low_bits = _mm512_setzero_si512();
+  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(static_cast<int>(n_cols)));
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xr = x + t * ldx;
-    uint32_t* tile = out + (t / 16) * 4 * chunks * 16 * n_cols + (t % 16);
-    for (int64_t c = 0; c < chunks; ++c)
-      for (int v = 0; v < 4; ++v)
-        for (int p = 0; p < 16; ++p) {
-          int64_t k0, k1;
-          if (order == AmxKOrder::kFp4) {
-            k0 = c * kChunkK + fp4_chunk_k(v, 2 * p);
-            k1 = c * kChunkK + fp4_chunk_k(v, 2 * p + 1);
-          } else {
-            k0 = c * kChunkK + 32 * v + 2 * p;
-            k1 = k0 + 1;
-          }
-          tile[((4 * c + v) * 16 + p) * n_cols] = bits(xr, k0) | (bits(xr, k1) << 16);
+    uint32_t* tile = out + (t / 16) * tile_words + (t % 16);
+    for (int64_t c = 0; c < chunks; ++c) {
+      // The chunk's 128 activations as bf16 words in K order (zeros past k): w[j] = K 32j .. 32j + 31.
+      __m512i w[4];
+      for (int j = 0; j < 4; ++j) {
+        __m512i v[2];
+        for (int h = 0; h < 2; ++h) {
+          const int64_t at = c * kChunkK + 32 * j + 16 * h, left = k - at;
+          const __mmask16 m = left >= 16 ? 0xFFFF : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
+          v[h] = _mm512_maskz_loadu_epi32(m, xr + (left > 0 ? at : 0));
+          low_bits = _mm512_or_si512(low_bits, v[h]);
         }
+        w[j] = _mm512_permutex2var_epi16(v[0], odd, v[1]);
+      }
+      for (int s = 0; s < 4; ++s) {
+        __m512i pairs = w[s];
+        if (order == AmxKOrder::kFp4) {
+          const __m512i lo = _mm512_permutex2var_epi16(w[0], _mm512_load_si512(kPack.fp4_lo[s]), w[1]);
+          const __m512i hi = _mm512_permutex2var_epi16(w[2], _mm512_load_si512(kPack.fp4_lo[s]), w[3]);
+          pairs = _mm512_mask_blend_epi32(0xFF00, lo, hi);
+        }
+        uint32_t* dst = tile + (4 * c + s) * 16 * n_cols;
+        if (n_cols == 1) {
+          _mm512_storeu_si512(dst, pairs);
+        } else {
+          _mm512_i32scatter_epi32(dst, column, pairs, 4);
+        }
+      }
+    }
   }
-  return inexact == 0;
+  // Every activation must be exact in bf16 (its low 16 bits zero).
+  return _mm512_test_epi32_mask(low_bits, _mm512_set1_epi32(0xFFFF)) == 0;
 }
 
 void fp4_gemm_amx_rows(const AmxFp4Job& w, const AmxRowsArgs& a) {
@@ -438,7 +500,7 @@ void fp4_gemm_amx_rows(const AmxFp4Job& w, const AmxRowsArgs& a) {
   for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
     const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
     if (dec.scales_foldable(nb, n_valid)) {
-      block_continuous(cx, dec, nb, n_valid, a.apack, st.acc);
+      block_continuous(cx, dec, nb, n_valid, a.apack, st.cb);
     } else {
       block_fp4_exact(cx, w, a.x, a.ldx, nb, n_valid);
     }
@@ -453,7 +515,7 @@ void fp8_gemm_amx_rows(const AmxFp8Job& w, const AmxRowsArgs& a) {
   configure(cx.n_cols);
   for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
     const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
-    block_fp8(cx, dec, nb, n_valid, a.apack, st.acc, st.cbuf);
+    block_fp8(cx, dec, nb, n_valid, a.apack, st.acc, st.cb);
   }
   _tile_release();
 }
@@ -465,7 +527,7 @@ void bf16_gemm_amx_rows(const uint16_t* w, int64_t n_rows, int64_t k, const AmxR
   configure(cx.n_cols);
   for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
     const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
-    block_continuous(cx, dec, nb, n_valid, a.apack, st.acc);
+    block_continuous(cx, dec, nb, n_valid, a.apack, st.cb);
   }
   _tile_release();
 }

@@ -89,6 +89,9 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
   DSV4_CHECK(d_model % 32 == 0 && n_inter % 128 == 0, "moe_expert_fp4: dims must be multiples of 32 / 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
+  // On AMX each GEMM already decodes a weight once for all its tokens and the tiles hold no SwiGLU
+  // epilogue: the composition (which moe_layer's AMX path reproduces bit for bit).
+  if (isa == Isa::kAmx) return moe_expert_fp4_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const detail::Fp4Kernel kern =
       detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * d_model));
@@ -119,6 +122,7 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
   DSV4_CHECK(n_inter % 128 == 0, "moe_expert_fp8: n_inter must be a multiple of 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
+  if (isa == Isa::kAmx) return moe_expert_fp8_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const int64_t scale_cols = (d_model + 127) / 128;
   gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, d_model, n_tokens, route_weight, limit, h, opt, detail::fp8_tile_for(isa), d_model,

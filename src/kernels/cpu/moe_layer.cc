@@ -28,6 +28,155 @@ void for_range(const MatmulOptions& opt, int64_t n, int64_t grain, Fn&& fn) {
   }
 }
 
+#if defined(__x86_64__)
+// The grouped assignments of one call (moe_layer's counting sort).
+struct Groups {
+  int64_t n_tokens, d, n_inter, shared_inter, n_routed_slots, n_slots;
+  int32_t n_assign;
+  int64_t max_assign;  // n_tokens · top_k: the bound buffers grow to
+  const int32_t* assign_token;
+  const float* assign_weight;
+  const std::vector<int32_t>& row_off;
+};
+
+// Rows of one AMX call are taken this many at a time, so per-thread result buffers stay [tokens, 64].
+constexpr int64_t kAmxRows = 64;
+
+// The AMX path: every slot's activations packed once to bf16 tiles, then the same two dispatches as the
+// vector path with the AMX GEMM on each slot's tokens. Each (row, token) result equals fp4_gemm /
+// fp8_gemm's on that token alone (the AMX GEMM is batch-invariant), so the layer equals the per-token
+// composition moe_expert_fp4/fp8 run on AMX.
+void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, float* y, MoeLayerScratch& s,
+                   const MatmulOptions& opt) {
+  const int64_t d = g.d, n_inter = g.n_inter, shared_inter = g.shared_inter;
+  const int64_t max_assign = g.max_assign;
+  auto slot_tokens = [&](int64_t slot, int64_t* a0, int64_t* na) {
+    const bool routed = slot < g.n_routed_slots;
+    *a0 = routed ? s.slot_begin[static_cast<size_t>(slot)] : 0;
+    *na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - *a0 : g.n_tokens;
+  };
+  // Packs each slot's activations (routed: rows a0.. of `routed` [., ld_r]; shared: `shared` [n_tokens, ld_s]).
+  auto pack_slots = [&](ScratchVec<uint32_t>& buf, std::vector<int64_t>& off, const float* routed_x, int64_t ld_r,
+                        int64_t k_r, const float* shared_x, int64_t ld_s, int64_t k_s) {
+    off.assign(static_cast<size_t>(g.n_slots + 1), 0);
+    for (int64_t slot = 0; slot < g.n_slots; ++slot) {
+      int64_t a0, na;
+      slot_tokens(slot, &a0, &na);
+      const int64_t k = slot < g.n_routed_slots ? k_r : k_s;
+      off[static_cast<size_t>(slot + 1)] = off[static_cast<size_t>(slot)] + detail::amx_packed_x_words(na, k);
+    }
+    // The bound over any grouping of this batch: a later step of the same size never allocates.
+    const int64_t bound = (max_assign + g.n_tokens + 16) * 64 * ((std::max(k_r, k_s) + 127) / 128);
+    uint32_t* base = buf.grow(std::max(bound, off.back()));
+    for_range(opt, g.n_slots, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t slot = b; slot < e; ++slot) {
+        int64_t a0, na;
+        slot_tokens(slot, &a0, &na);
+        const bool routed = slot < g.n_routed_slots;
+        const bool exact = detail::amx_pack_x(routed ? detail::AmxKOrder::kFp4 : detail::AmxKOrder::kNatural,
+                                              routed ? routed_x + a0 * ld_r : shared_x, routed ? ld_r : ld_s, na,
+                                              routed ? k_r : k_s, base + off[static_cast<size_t>(slot)]);
+        DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
+        (void)exact;
+      }
+    });
+  };
+
+  // Stage 1 inputs: the gathered xq rows per assignment [n_assign, d] (floats too: FP4's exact fallback).
+  float* xg = s.xperm.grow(max_assign * d);
+  for (int32_t a = 0; a < g.n_assign; ++a)
+    std::memcpy(xg + static_cast<int64_t>(a) * d, xq + static_cast<int64_t>(g.assign_token[a]) * d, sizeof(float) * static_cast<size_t>(d));
+  pack_slots(s.amx_x, s.amx_x_off, xg, d, d, xq, d, d);
+  const int64_t shared_h_off = static_cast<int64_t>(g.n_assign) * n_inter;
+  float* h = s.h.grow(max_assign * n_inter + g.n_tokens * shared_inter);
+
+  // Stage 1: gate/up GEMMs + SwiGLU for every (slot, row block).
+  for_range(opt, g.row_off[static_cast<size_t>(g.n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
+    thread_local ScratchVec<float> gu;  // g, u: [na, kAmxRows] each
+    int64_t slot = std::upper_bound(g.row_off.begin(), g.row_off.end(), static_cast<int32_t>(r0)) - g.row_off.begin() - 1;
+    for (int64_t r = r0; r < r1;) {
+      while (r >= g.row_off[static_cast<size_t>(slot + 1)]) ++slot;
+      const int64_t base = g.row_off[static_cast<size_t>(slot)];
+      const int64_t i0 = r - base, i1 = std::min<int64_t>(r1, g.row_off[static_cast<size_t>(slot + 1)]) - base;
+      int64_t a0, na;
+      slot_tokens(slot, &a0, &na);
+      const bool routed = slot < g.n_routed_slots;
+      float* gb = gu.grow(2 * na * kAmxRows);
+      float* ub = gb + na * kAmxRows;
+      const uint32_t* xp = s.amx_x.data() + s.amx_x_off[static_cast<size_t>(slot)];
+      const int64_t rows = routed ? n_inter : shared_inter;
+      uint16_t* apack = detail::amx_thread_apack(d);
+      for (int64_t i = i0; i < i1; i += kAmxRows) {
+        const int64_t ie = std::min(i1, i + kAmxRows);
+        const float* xf = routed ? xg + a0 * d : xq;
+        const detail::AmxRowsArgs ga{xp, xf, d, na, i, ie, gb, kAmxRows, false, apack};
+        const detail::AmxRowsArgs ua{xp, xf, d, na, i, ie, ub, kAmxRows, false, apack};
+        if (routed) {
+          const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+          detail::fp4_gemm_amx_rows({e.w1.packed, e.w1.scales, rows, d}, ga);
+          detail::fp4_gemm_amx_rows({e.w3.packed, e.w3.scales, rows, d}, ua);
+        } else {
+          detail::fp8_gemm_amx_rows({w.shared->w1.codes, w.shared->w1.scales, rows, d}, ga);
+          detail::fp8_gemm_amx_rows({w.shared->w3.codes, w.shared->w3.scales, rows, d}, ua);
+        }
+        for (int64_t j = 0; j < na; ++j) {
+          const float rw = routed ? g.assign_weight[a0 + j] : 1.0f;
+          float* hr = routed ? h + (a0 + j) * n_inter : h + shared_h_off + j * shared_inter;
+          for (int64_t n = i; n < ie; ++n)
+            hr[n] = swiglu_clamped(round_bf16(gb[j * kAmxRows + (n - i)]), round_bf16(ub[j * kAmxRows + (n - i)]), rw,
+                                   w.swiglu_limit);
+        }
+      }
+      r = base + i1;
+    }
+  });
+
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization, packed per slot.
+  const int64_t n_h_rows = g.n_assign + (w.shared ? g.n_tokens : 0);
+  for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const bool routed = r < g.n_assign;
+      const int64_t len = routed ? n_inter : shared_inter;
+      float* row = routed ? h + r * n_inter : h + shared_h_off + (r - g.n_assign) * shared_inter;
+      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
+      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
+    }
+  });
+  pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
+
+  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
+  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
+    thread_local ScratchVec<float> ob;  // [na, kAmxRows]
+    float* o = ob.grow(std::max(max_assign, g.n_tokens) * kAmxRows);
+    uint16_t* apack = detail::amx_thread_apack(std::max(n_inter, shared_inter));
+    for (int64_t t = 0; t < g.n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
+    for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
+      const int64_t ne = std::min(n1, nb + kAmxRows);
+      for (int64_t slot = 0; slot < g.n_slots; ++slot) {
+        int64_t a0, na;
+        slot_tokens(slot, &a0, &na);
+        const bool routed = slot < g.n_routed_slots;
+        const uint32_t* hp = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(slot)];
+        if (routed) {
+          const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+          detail::fp4_gemm_amx_rows({e.w2.packed, e.w2.scales, d, n_inter},
+                                    {hp, h + a0 * n_inter, n_inter, na, nb, ne, o, kAmxRows, true, apack});
+        } else {
+          detail::fp8_gemm_amx_rows({w.shared->w2.codes, w.shared->w2.scales, d, shared_inter},
+                                    {hp, h + shared_h_off, shared_inter, na, nb, ne, o, kAmxRows, true, apack});
+        }
+        for (int64_t j = 0; j < na; ++j) {
+          const int64_t tok = routed ? g.assign_token[a0 + j] : j;
+          for (int64_t n = nb; n < ne; ++n) y[tok * d + n] += o[j * kAmxRows + (n - nb)];  // each expert outputs bf16
+        }
+      }
+    }
+    for (int64_t t = 0; t < g.n_tokens; ++t)
+      for (int64_t n = n0; n < n1; ++n) y[t * d + n] = round_bf16(y[t * d + n]);
+  });
+}
+#endif
+
 }  // namespace
 
 void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
@@ -106,6 +255,14 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   for (int64_t i = 0; i < n_slots; ++i)
     row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
 
+#if defined(__x86_64__)
+  if (isa == Isa::kAmx) {
+    moe_layer_amx(w, xq, Groups{n_tokens, d, n_inter, shared_inter, n_routed_slots, n_slots, n_assign, max_assign,
+                                assign_token, assign_weight, row_off},
+                  y, s, opt);
+    return;
+  }
+#endif
   // Gathered activations per assignment ([n_assign, ldx1], in the FP4 tile's layout).
   const int64_t ldx1 = detail::fp4_x_stride(fp4.layout, d);
   float* xg = s.xperm.grow(max_assign * ldx1);

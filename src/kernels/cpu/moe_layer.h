@@ -28,12 +28,15 @@ struct MoeLayerScratch {
   ScratchVec<int32_t> assign_token;
   ScratchVec<float> assign_weight;
   std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, row_offset;
+  // AMX: each slot's activations packed to bf16 tiles (stage 1: xg, stage 2: h), and where each slot's starts.
+  ScratchVec<uint32_t> amx_x, amx_h;
+  std::vector<int64_t> amx_x_off, amx_h_off;
 };
 
 // x: [n_tokens, d_model] bf16 values (the ffn_norm output; fake-quantized here, once per token);
 // expert_ids / route_weights: [n_tokens, top_k] (an expert listed twice for a token runs once, with its
 // first weight — as the reference does). y: [n_tokens, d_model] = bf16(Σ_e routed (expert-id order) +
-// shared). Scalar ISA: bit-identical to running moe_expert_fp4/fp8 per token and summing.
+// shared). Scalar and AMX ISAs: bit-identical to running moe_expert_fp4/fp8 per token and summing.
 void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
                const float* route_weights, int64_t top_k, float* y, MoeLayerScratch& scratch,
                const MatmulOptions& opt);

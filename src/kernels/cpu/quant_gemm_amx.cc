@@ -239,6 +239,13 @@ struct Bf16Decoder {
         _mm512_store_si512(dst + s * 512 + r * 32, _mm512_loadu_si512(src + 32 * s));
     }
   }
+  // The prefetch of decode() alone, for blocks the tiles load in place.
+  void prefetch_chunk(int64_t row0, int64_t c) const {
+    for (int r = 0; r < 16; ++r) {
+      const char* pf = reinterpret_cast<const char*>(w + (row0 + r) * k + c * kChunkK) + prefetch;
+      for (int line = 0; line < 4; ++line) _mm_prefetch(pf + 64 * line, _MM_HINT_T1);
+    }
+  }
 };
 
 struct Ctx {
@@ -267,8 +274,8 @@ void write_out(const Ctx& cx, const float (*acc)[16], int64_t row0, int n_valid,
 
 // One TDPBF16PS into an accumulator the previous one wrote waits for it (~3 products' time), so the
 // products are spread over four accumulator tiles C0..C3 (tile j = accumulator j, by compile-time index).
-inline void dp_into(int j, const uint16_t* a, const uint32_t* b, int b_stride) {
-  _tile_loadd(4, a, 64);
+inline void dp_into(int j, const uint16_t* a, const uint32_t* b, int b_stride, int a_stride = 64) {
+  _tile_loadd(4, a, a_stride);
   _tile_loadd(5, b, b_stride);
   switch (j) {
     case 0:
@@ -332,6 +339,22 @@ void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_val
     const int steps = kFp4Steps ? 4 : cx.chunk_steps(c);
     for (int st = 0; st < steps; ++st) dp_into(st, a + st * 512, cx.b_step(tt, 4 * c + st), stride);
   };
+  if constexpr (std::is_same_v<Decoder, Bf16Decoder>) {
+    // A full block of BF16 rows is already in A-tile form: tile loads read the weight rows in place.
+    if (n_valid == 16) {
+      const int a_stride = static_cast<int>(2 * cx.k);
+      for (int64_t tt = 0; tt < tiles; ++tt) {
+        zero_accumulators();
+        for (int64_t c = 0; c < chunks; ++c) {
+          const uint16_t* a = dec.w + row0 * cx.k + c * kChunkK;
+          if (tt == 0) dec.prefetch_chunk(row0, c);
+          for (int st = 0; st < cx.chunk_steps(c); ++st) dp_into(st, a + st * 32, cx.b_step(tt, 4 * c + st), stride, a_stride);
+        }
+        finish(tt);
+      }
+      return;
+    }
+  }
   if (tiles == 1) {
     zero_accumulators();
     zero_rows(apack, n_valid);

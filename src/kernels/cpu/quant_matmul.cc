@@ -44,14 +44,6 @@ const float* aligned_x(const float* x, int64_t n_tokens, int64_t k) {
 }
 
 #if defined(__x86_64__)
-// The calling thread's AMX decode buffer (amx_apack_elems(k) bf16, 64-byte aligned). Bounded by the
-// weight's k, not by the batch: a grow-only per-thread buffer.
-uint16_t* amx_apack(int64_t k) {
-  thread_local ScratchVec<uint16_t> buf;
-  uint16_t* p = buf.grow(detail::amx_apack_elems(k) + 32);
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
-}
 
 // The AMX path (every token count): packs x to bf16 tiles (refusing activations bf16 cannot hold exactly)
 // and splits 16-row blocks across the pool. Returns false when the caller must use the vector tiles.
@@ -63,7 +55,7 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
   uint32_t* xp = xpack.grow(detail::amx_packed_x_words(n_tokens, k));
   if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
   auto body = [&](int64_t r0, int64_t r1, int) {
-    rows_fn(detail::AmxRowsArgs{xp, x, k, n_tokens, r0, r1, out + r0, n_rows, opt.round_bf16, amx_apack(k)});
+    rows_fn(detail::AmxRowsArgs{xp, x, k, n_tokens, r0, r1, out + r0, n_rows, opt.round_bf16, detail::amx_thread_apack(k)});
   };
   if (opt.pool != nullptr) {
     opt.pool->parallel_for(n_rows, 16, body);
@@ -115,6 +107,18 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
 }
 
 }  // namespace
+
+#if defined(__x86_64__)
+namespace detail {
+// Bounded by the weight's k, not by the batch: a grow-only per-thread buffer.
+uint16_t* amx_thread_apack(int64_t k) {
+  thread_local ScratchVec<uint16_t> buf;
+  uint16_t* p = buf.grow(amx_apack_elems(k) + 32);
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
+}
+}  // namespace detail
+#endif
 
 Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols) {
   const Isa isa = resolve_isa(requested);

@@ -130,6 +130,8 @@ bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, 
 
 // bf16 a thread's `apack` scratch must hold for a weight of k columns (64-byte aligned by the caller).
 int64_t amx_apack_elems(int64_t k);
+// The calling thread's apack for k (quant_matmul.cc: a grow-only thread-local buffer, 64-byte aligned).
+uint16_t* amx_thread_apack(int64_t k);
 struct AmxFp4Job {
   const uint8_t* packed;
   const uint8_t* scales;

@@ -58,6 +58,7 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
   // Packs each slot's activations (routed: rows a0.. of `routed` [., ld_r]; shared: `shared` [n_tokens, ld_s]).
   auto pack_slots = [&](ScratchVec<uint32_t>& buf, std::vector<int64_t>& off, const float* routed_x, int64_t ld_r,
                         int64_t k_r, const float* shared_x, int64_t ld_s, int64_t k_s) {
+    off.reserve(static_cast<size_t>(w.n_experts + 2));  // at its bound from the first call
     off.assign(static_cast<size_t>(g.n_slots + 1), 0);
     for (int64_t slot = 0; slot < g.n_slots; ++slot) {
       int64_t a0, na;
@@ -65,8 +66,9 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
       const int64_t k = slot < g.n_routed_slots ? k_r : k_s;
       off[static_cast<size_t>(slot + 1)] = off[static_cast<size_t>(slot)] + detail::amx_packed_x_words(na, k);
     }
-    // The bound over any grouping of this batch: a later step of the same size never allocates.
-    const int64_t bound = (max_assign + g.n_tokens + 16) * 64 * ((std::max(k_r, k_s) + 127) / 128);
+    // The bound over any grouping of this batch (a slot of na tokens packs ≤ (na + 15)·64 words per 128 K,
+    // and only slots of more than 16 tokens round up): a later step of the same size never allocates.
+    const int64_t bound = 2 * (max_assign + g.n_tokens) * 64 * ((std::max(k_r, k_s) + 127) / 128);
     uint32_t* base = buf.grow(std::max(bound, off.back()));
     for_range(opt, g.n_slots, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t slot = b; slot < e; ++slot) {
@@ -90,9 +92,17 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
   const int64_t shared_h_off = static_cast<int64_t>(g.n_assign) * n_inter;
   float* h = s.h.grow(max_assign * n_inter + g.n_tokens * shared_inter);
 
+  // Per pool slot (the parallel_for's third argument): a decode buffer and the GEMM results, sized by
+  // bounds from the caller, so a warm step allocates nothing whichever thread runs which chunk.
+  const int64_t n_stage1 = g.row_off[static_cast<size_t>(g.n_slots)];
+  const int pool_slots = opt.pool != nullptr ? std::max(opt.pool->n_slots(n_stage1, 16), opt.pool->n_slots(d, 16)) : 1;
+  const int64_t apack_elems = detail::amx_apack_elems(std::max({d, n_inter, shared_inter}));
+  const int64_t out_floats = 2 * g.n_tokens * kAmxRows;  // a slot has at most n_tokens tokens
+  uint16_t* apacks = detail::align64(s.amx_apack.grow(pool_slots * apack_elems + 32));
+  float* outs = s.amx_out.grow(pool_slots * out_floats);
+
   // Stage 1: gate/up GEMMs + SwiGLU for every (slot, row block).
-  for_range(opt, g.row_off[static_cast<size_t>(g.n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
-    thread_local ScratchVec<float> gu;  // g, u: [na, kAmxRows] each
+  for_range(opt, n_stage1, 16, [&](int64_t r0, int64_t r1, int pslot) {
     int64_t slot = std::upper_bound(g.row_off.begin(), g.row_off.end(), static_cast<int32_t>(r0)) - g.row_off.begin() - 1;
     for (int64_t r = r0; r < r1;) {
       while (r >= g.row_off[static_cast<size_t>(slot + 1)]) ++slot;
@@ -101,11 +111,11 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
       int64_t a0, na;
       slot_tokens(slot, &a0, &na);
       const bool routed = slot < g.n_routed_slots;
-      float* gb = gu.grow(2 * na * kAmxRows);
+      float* gb = outs + pslot * out_floats;
       float* ub = gb + na * kAmxRows;
       const uint32_t* xp = s.amx_x.data() + s.amx_x_off[static_cast<size_t>(slot)];
       const int64_t rows = routed ? n_inter : shared_inter;
-      uint16_t* apack = detail::amx_thread_apack(d);
+      uint16_t* apack = apacks + pslot * apack_elems;
       for (int64_t i = i0; i < i1; i += kAmxRows) {
         const int64_t ie = std::min(i1, i + kAmxRows);
         const float* xf = routed ? xg + a0 * d : xq;
@@ -145,10 +155,9 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
   pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
 
   // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
-  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
-    thread_local ScratchVec<float> ob;  // [na, kAmxRows]
-    float* o = ob.grow(std::max(max_assign, g.n_tokens) * kAmxRows);
-    uint16_t* apack = detail::amx_thread_apack(std::max(n_inter, shared_inter));
+  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int pslot) {
+    float* o = outs + pslot * out_floats;  // [na, kAmxRows]
+    uint16_t* apack = apacks + pslot * apack_elems;
     for (int64_t t = 0; t < g.n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
     for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
       const int64_t ne = std::min(n1, nb + kAmxRows);

@@ -31,6 +31,8 @@ struct MoeLayerScratch {
   // AMX: each slot's activations packed to bf16 tiles (stage 1: xg, stage 2: h), and where each slot's starts.
   ScratchVec<uint32_t> amx_x, amx_h;
   std::vector<int64_t> amx_x_off, amx_h_off;
+  ScratchVec<uint16_t> amx_apack;  // per pool slot: the AMX decode buffer
+  ScratchVec<float> amx_out;       // per pool slot: [2][n_tokens][64] GEMM results before their epilogue
 };
 
 // x: [n_tokens, d_model] bf16 values (the ffn_norm output; fake-quantized here, once per token);

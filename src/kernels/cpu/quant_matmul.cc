@@ -54,8 +54,14 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
   thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs in AMX tile order
   uint32_t* xp = xpack.grow(detail::amx_packed_x_words(n_tokens, k));
   if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
-  auto body = [&](int64_t r0, int64_t r1, int) {
-    rows_fn(detail::AmxRowsArgs{xp, x, k, n_tokens, r0, r1, out + r0, n_rows, opt.round_bf16, detail::amx_thread_apack(k)});
+  // One decode buffer per pool slot, owned by the calling thread (a worker's thread_local buffer would
+  // first grow whenever the schedule first hands that worker a shape — in a warm step, too).
+  const int slots = opt.pool != nullptr ? opt.pool->n_slots(n_rows, 16) : 1;
+  const int64_t elems = detail::amx_apack_elems(k);
+  thread_local ScratchVec<uint16_t> apacks;
+  uint16_t* apack = detail::align64(apacks.grow(slots * elems + 32));
+  auto body = [&](int64_t r0, int64_t r1, int slot) {
+    rows_fn(detail::AmxRowsArgs{xp, x, k, n_tokens, r0, r1, out + r0, n_rows, opt.round_bf16, apack + slot * elems});
   };
   if (opt.pool != nullptr) {
     opt.pool->parallel_for(n_rows, 16, body);
@@ -107,18 +113,6 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
 }
 
 }  // namespace
-
-#if defined(__x86_64__)
-namespace detail {
-// Bounded by the weight's k, not by the batch: a grow-only per-thread buffer.
-uint16_t* amx_thread_apack(int64_t k) {
-  thread_local ScratchVec<uint16_t> buf;
-  uint16_t* p = buf.grow(amx_apack_elems(k) + 32);
-  const auto addr = reinterpret_cast<uintptr_t>(p);
-  return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
-}
-}  // namespace detail
-#endif
 
 Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols) {
   const Isa isa = resolve_isa(requested);

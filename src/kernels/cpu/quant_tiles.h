@@ -128,10 +128,14 @@ enum class AmxKOrder { kNatural, kFp4 };
 int64_t amx_packed_x_words(int64_t n_tokens, int64_t k);
 bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, int64_t k, uint32_t* out);
 
-// bf16 a thread's `apack` scratch must hold for a weight of k columns (64-byte aligned by the caller).
+// bf16 a thread's `apack` scratch must hold for a weight of k columns (a multiple of 32: consecutive
+// buffers stay 64-byte aligned).
 int64_t amx_apack_elems(int64_t k);
-// The calling thread's apack for k (quant_matmul.cc: a grow-only thread-local buffer, 64-byte aligned).
-uint16_t* amx_thread_apack(int64_t k);
+// p rounded up to a 64-byte boundary (callers allocate 32 bf16 of slack).
+inline uint16_t* align64(uint16_t* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
+}
 struct AmxFp4Job {
   const uint8_t* packed;
   const uint8_t* scales;

@@ -56,17 +56,17 @@ struct MatmulOptions {
 };
 
 // x: [n_tokens, w.n_cols] (row stride n_cols), out: [n_tokens, w.n_rows] (row stride n_rows).
-// Results are bit-identical for any thread count. Below detail::kAmxMinTokens tokens (and always
-// without AMX) they are also identical for any n_tokens: each output is one fixed sequence of fp32
-// operations. With AMX, batches of ≥ 16 tokens whose activations are exact in bf16 (fake-quantized ones
-// are) run on bf16 tiles with fp32 accumulation — same products, another summation order. The scalar ISA
-// accumulates in double (the reference contract).
+// Results are bit-identical for any thread count and for any n_tokens: each output is one fixed sequence
+// of fp32 operations. With AMX, calls whose activations are exact in bf16 (fake-quantized ones are) and
+// k % 32 == 0 run on bf16 tiles at every token count (quant_gemm_amx.cc: same products, another summation
+// order than the vector tiles, and the same order for 1 token as for 500). The scalar ISA accumulates in
+// double (the reference contract).
 void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 
-// The ISA whose code fp8_gemm / fp4_gemm run for this request (AMX only serves batches of ≥ 16 tokens
-// with k % 32 == 0 and bf16-exact activations; smaller ones run the AVX-512 tiles): bench case names.
+// The ISA whose code fp8_gemm / fp4_gemm run for this request (AMX serves k % 32 == 0 with bf16-exact
+// activations at any n_tokens; other shapes run the AVX-512 tiles): bench case names.
 Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols);
 
 // Bytes of weight data (codes + scales) a kernel streams once per call: the bandwidth figure of bench.

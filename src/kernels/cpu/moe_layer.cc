@@ -75,7 +75,7 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
         int64_t a0, na;
         slot_tokens(slot, &a0, &na);
         const bool routed = slot < g.n_routed_slots;
-        const bool exact = detail::amx_pack_x(routed ? detail::AmxKOrder::kFp4 : detail::AmxKOrder::kNatural,
+        const bool exact = detail::amx_pack_x(routed ? detail::AmxKOrder::kFp4 : detail::AmxKOrder::kFp8,
                                               routed ? routed_x + a0 * ld_r : shared_x, routed ? ld_r : ld_s, na,
                                               routed ? k_r : k_s, base + off[static_cast<size_t>(slot)]);
         DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");

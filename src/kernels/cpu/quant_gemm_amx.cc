@@ -51,7 +51,11 @@ float round_to_bf16(float f) {
 constexpr int kChunkK = 128;                  // K per chunk: 4 A steps, one FP8 scale column
 constexpr int64_t kChunkElems = 4 * 16 * 32;  // bf16 per decoded chunk of a 16-row block
 
-// ---- FP8: E4M3 magnitude (7-bit index) → bf16 high / low byte, exact (subnormals are normal bf16) ----
+// ---- FP8: E4M3 → bf16, exact (subnormals are normal bf16) ----
+// A normal code s.eeee.mmm is the bf16 s | (e + 120) << 7 | m << 4: high byte (c >> 4 & 7) + 60 with the
+// sign, low byte c << 4. Codes with e = 0 (zero and the subnormals) come from a 16-entry table on the
+// low nibble. The decode leaves word w of vector v (0, 1) of each 64-code half holding K = 16·(w/8) +
+// 8·v + w%8 of the half (unpack{lo,hi} interleave per 128-bit lane); kPack.fp8 gathers that order.
 constexpr uint16_t e4m3_mag_to_bf16(int c) {
   const int e = (c >> 3) & 0xF, m = c & 7;
   float v = e == 0 ? static_cast<float>(m) / 512.0f : (1.0f + static_cast<float>(m) / 8.0f);
@@ -60,22 +64,18 @@ constexpr uint16_t e4m3_mag_to_bf16(int c) {
   return static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
 }
 struct Fp8Tables {
-  alignas(64) uint8_t hi[128];
-  alignas(64) uint8_t lo[128];
-  alignas(64) uint8_t interleave[2][64];  // byte indices: word i = (lo[i], hi[i]) of the first / second 32
+  alignas(64) uint8_t sub_hi[64];  // e = 0 codes by low nibble (bit 3 clear), per 128-bit lane
+  alignas(64) uint8_t sub_lo[64];
 };
 constexpr Fp8Tables make_fp8_tables() {
   Fp8Tables t{};
-  for (int c = 0; c < 128; ++c) {
-    const uint16_t b = e4m3_mag_to_bf16(c);
-    t.hi[c] = static_cast<uint8_t>(b >> 8);
-    t.lo[c] = static_cast<uint8_t>(b & 0xFF);
-  }
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < 32; ++i) {
-      t.interleave[h][2 * i] = static_cast<uint8_t>(32 * h + i);
-      t.interleave[h][2 * i + 1] = static_cast<uint8_t>(64 + 32 * h + i);
+  for (int n = 0; n < 16; ++n) {
+    const uint16_t b = e4m3_mag_to_bf16(n & 7);
+    for (int lane = 0; lane < 4; ++lane) {
+      t.sub_hi[16 * lane + n] = static_cast<uint8_t>(b >> 8);
+      t.sub_lo[16 * lane + n] = static_cast<uint8_t>(b & 0xFF);
     }
+  }
   return t;
 }
 constexpr Fp8Tables kFp8 = make_fp8_tables();
@@ -116,6 +116,7 @@ constexpr Fp4Tables kFp4 = make_fp4_tables();
 struct PackTables {
   alignas(64) uint16_t odd_words[32];
   alignas(64) uint16_t fp4_lo[4][32];
+  alignas(64) uint16_t fp8[2][32];  // the FP8 decode's order (see kFp8) from a 64-K half's two groups
 };
 constexpr PackTables make_pack_tables() {
   PackTables t{};
@@ -125,6 +126,8 @@ constexpr PackTables make_pack_tables() {
       const int kk = 32 * ((w / 8) % 2) + 16 * (v & 1) + 2 * (w % 8) + (v >> 1);  // word in the group pair
       t.fp4_lo[v][w] = static_cast<uint16_t>(kk);
     }
+  for (int v = 0; v < 2; ++v)
+    for (int w = 0; w < 32; ++w) t.fp8[v][w] = static_cast<uint16_t>(16 * (w / 8) + 8 * v + w % 8);
   return t;
 }
 constexpr PackTables kPack = make_pack_tables();
@@ -141,10 +144,10 @@ struct Fp8Decoder {
   int64_t prefetch;
 
   void decode(int64_t row0, int n_valid, int64_t c, uint16_t* dst) const {
-    const __m512i thi0 = _mm512_load_si512(kFp8.hi), thi1 = _mm512_load_si512(kFp8.hi + 64);
-    const __m512i tlo0 = _mm512_load_si512(kFp8.lo), tlo1 = _mm512_load_si512(kFp8.lo + 64);
-    const __m512i il0 = _mm512_load_si512(kFp8.interleave[0]), il1 = _mm512_load_si512(kFp8.interleave[1]);
+    const __m512i sub_hi = _mm512_load_si512(kFp8.sub_hi), sub_lo = _mm512_load_si512(kFp8.sub_lo);
     const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i nib = _mm512_set1_epi8(0x0F), seven = _mm512_set1_epi8(7), bias = _mm512_set1_epi8(60);
+    const __m512i hi_nib = _mm512_set1_epi8(static_cast<char>(0xF0)), exp_bits = _mm512_set1_epi8(0x78);
     const int64_t base = c * kChunkK, left = k - base;
     for (int h = 0; h < 2; ++h) {
       const int64_t valid = left - 64 * h;
@@ -154,12 +157,16 @@ struct Fp8Decoder {
         const uint8_t* src = codes + (row0 + r) * k + base + 64 * h;
         _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
         const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
-        __m512i hi = _mm512_permutex2var_epi8(thi0, cv, thi1);  // index bit 7 (the sign) is ignored
-        const __m512i lo = _mm512_permutex2var_epi8(tlo0, cv, tlo1);
+        const __mmask64 sub = _mm512_testn_epi8_mask(cv, exp_bits);  // e = 0
+        const __m512i low4 = _mm512_and_si512(cv, nib);
+        __m512i hi = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(cv, 4), seven), bias);
+        __m512i lo = _mm512_and_si512(_mm512_slli_epi16(cv, 4), hi_nib);
+        hi = _mm512_mask_shuffle_epi8(hi, sub, sub_hi, low4);
+        lo = _mm512_mask_shuffle_epi8(lo, sub, sub_lo, low4);
         hi = _mm512_ternarylogic_epi32(hi, cv, sign, 0xF8);  // hi | (code & 0x80)
         uint16_t* d = dst + (2 * h) * 512 + r * 32;
-        _mm512_store_si512(d, _mm512_permutex2var_epi8(lo, il0, hi));
-        _mm512_store_si512(d + 512, _mm512_permutex2var_epi8(lo, il1, hi));
+        _mm512_store_si512(d, _mm512_unpacklo_epi8(lo, hi));
+        _mm512_store_si512(d + 512, _mm512_unpackhi_epi8(lo, hi));
       }
     }
   }
@@ -258,6 +265,11 @@ struct Ctx {
   int64_t chunks() const { return (k + kChunkK - 1) / kChunkK; }
   int chunk_steps(int64_t c) const {
     const int64_t s = (k - c * kChunkK + 31) / 32;
+    return static_cast<int>(s < 4 ? s : 4);
+  }
+  // FP8 decodes 64-code halves into two steps each (K interleaved across them).
+  int fp8_chunk_steps(int64_t c) const {
+    const int64_t s = 2 * ((k - c * kChunkK + 63) / 64);
     return static_cast<int>(s < 4 ? s : 4);
   }
   // Token tile tt's B operand for step s: [16 pairs][n_cols] u32.
@@ -410,7 +422,7 @@ void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, 
       } else {
         _tile_zero(0);
       }
-      for (int st = 0; st < cx.chunk_steps(c); ++st)
+      for (int st = 0; st < cx.fp8_chunk_steps(c); ++st)
         dp_into(static_cast<int>(c & 1), a + st * 512, cx.b_step(tt, 4 * c + st), stride);
       if (c > 0) fold(c - 1);
     }
@@ -497,7 +509,9 @@ bool amx_pack_x(AmxKOrder order, const float* x, int64_t ldx, int64_t n_tokens, 
       }
       for (int s = 0; s < 4; ++s) {
         __m512i pairs = w[s];
-        if (order == AmxKOrder::kFp4) {
+        if (order == AmxKOrder::kFp8) {
+          pairs = _mm512_permutex2var_epi16(w[s & 2], _mm512_load_si512(kPack.fp8[s & 1]), w[(s & 2) + 1]);
+        } else if (order == AmxKOrder::kFp4) {
           const __m512i lo = _mm512_permutex2var_epi16(w[0], _mm512_load_si512(kPack.fp4_lo[s]), w[1]);
           const __m512i hi = _mm512_permutex2var_epi16(w[2], _mm512_load_si512(kPack.fp4_lo[s]), w[3]);
           pairs = _mm512_mask_blend_epi32(0xFF00, lo, hi);

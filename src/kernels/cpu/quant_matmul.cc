@@ -134,7 +134,7 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
 #if defined(__x86_64__)
   const detail::AmxFp8Job job{w.codes, w.scales, w.n_rows, w.n_cols};
   if (try_amx(
-          isa, detail::AmxKOrder::kNatural, w.n_rows, w.n_cols, x, n_tokens, out,
+          isa, detail::AmxKOrder::kFp8, w.n_rows, w.n_cols, x, n_tokens, out,
           [&](const detail::AmxRowsArgs& a) { detail::fp8_gemm_amx_rows(job, a); }, opt))
     return;
 #endif

@@ -120,8 +120,8 @@ bool bf16_exact(const float* x, int64_t n);
 // thread-count invariant. amx_pack_x refuses (returns false) activations that bf16 cannot hold exactly,
 // and the caller then uses the vector tiles.
 #if defined(__x86_64__)
-// The K order inside each 128-K chunk of the packed activations: natural (FP8, BF16) or the FP4 decode's.
-enum class AmxKOrder { kNatural, kFp4 };
+// The K order inside each 128-K chunk of the packed activations: natural (BF16) or the FP8 / FP4 decode's.
+enum class AmxKOrder { kNatural, kFp8, kFp4 };
 // Activations [n_tokens, k] (row stride ldx) → bf16 VNNI blocks [ceil(n_tokens/16)][4·ceil(k/128) steps]
 // [16 pairs][min(n_tokens, 16) tokens] (u32 each: two bf16 of one token), zero-padded past k and n_tokens.
 // `out` holds amx_packed_x_words(n_tokens, k) words.

@@ -1,9 +1,9 @@
 // model: the DeepSeek-V4-Flash model (spec §2, §4): load a checkpoint directory for a backend (the cpu
 // kernels on the mapped checkpoint, or the fp32 reference oracle), create per-sequence state, and run a
 // flat batch of tokens. Rows of different sequences never interact in attention; projections and MoE
-// run over the whole batch. Batch invariance (a row's numbers do not depend on the other rows): on the
-// reference backend and on the cpu backend at every ISA (with AMX every GEMM runs the AMX kernel, whose
-// per-output order does not depend on the row count).
+// run over the whole batch. Batch invariance (a row's numbers do not depend on the other rows): always on
+// the reference backend; on the cpu backend whenever AMX is not used (ModelOptions::isa below kAmx, or a
+// CPU without it) — with AMX, GEMMs of ≥ 16 rows (per projection, per expert) sum in another order.
 #pragma once
 
 #include <cstdint>

@@ -41,6 +41,7 @@ std::vector<EngineVariant> engine_variants() {
   EngineVariant best = cpu;
   best.name = "cpu_best";
   best.options.isa = kernels::Isa::kAuto;
+  best.exact_self = kernels::best_isa() != kernels::Isa::kAmx;
   return {ref, cpu, best};
 }
 

@@ -21,8 +21,8 @@ struct EngineVariant {
   std::string name;
   ModelOptions options;
   // Whether decode and chunked prefill reproduce one-shot prefill bit for bit: true for the reference
-  // and for the cpu kernels at every ISA (each output one fixed sequence of fp32 operations whatever
-  // n_tokens, AMX included). A variant that cannot promise it sets false (then top-1 agreement).
+  // and for the cpu kernels without AMX (each output one fixed sequence of fp32 operations whatever
+  // n_tokens); AMX sums ≥ 16-row GEMMs in another order than the decode GEMVs.
   bool exact_self = true;
 };
 // reference; cpu with AMX excluded (AVX-512 requested: the best of AVX-512/AVX2/scalar the CPU has);

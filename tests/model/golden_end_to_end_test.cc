@@ -14,8 +14,8 @@ namespace {
 
 constexpr double kE2eTop1 = 0.70, kE2eMeanAbs = 0.25;  // README thresholds (gross breakage only)
 constexpr int64_t kDecodePrefill = 37;                 // decode_logits row 0 = position 36
-// For a variant without exact self-consistency (none today: AMX GEMMs sum in one order at every row count)
-// a last-bit difference could flip an indexer or routing choice for a few rows of these tiny models.
+// With AMX, prefill GEMMs of >= 16 rows sum on bf16 tiles in another order than decode; in these tiny
+// random models a last-bit difference can flip an indexer or routing choice for a few rows.
 constexpr double kAmxSelfTop1 = 0.95;
 
 // Decode / chunked prefill against the engine's own one-shot prefill.

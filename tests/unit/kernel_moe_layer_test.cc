@@ -72,10 +72,10 @@ TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
         if (first < 0) continue;
         const float w = rw[static_cast<size_t>(t * kTopK + first)];
         moe_expert_fp4(experts[static_cast<size_t>(e)], xq.data(), 1, &w, kLimit, ye.data(), scratch.data(),
-                       MatmulOptions{true, isa, nullptr});
+                       MatmulOptions{true, isa, nullptr, 1});
         for (int64_t i = 0; i < kD; ++i) acc[static_cast<size_t>(i)] += ye[static_cast<size_t>(i)];
       }
-      moe_expert_fp8(shared, xq.data(), 1, nullptr, kLimit, ye.data(), scratch.data(), MatmulOptions{true, isa, nullptr});
+      moe_expert_fp8(shared, xq.data(), 1, nullptr, kLimit, ye.data(), scratch.data(), MatmulOptions{true, isa, nullptr, 1});
       for (int64_t i = 0; i < kD; ++i)
         want[static_cast<size_t>(t * kD + i)] = round_bf16(acc[static_cast<size_t>(i)] + ye[static_cast<size_t>(i)]);
     }
@@ -83,12 +83,12 @@ TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       MoeLayerScratch ls;
       std::vector<float> got(kTokens * kD, -1.0f);
-      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, got.data(), ls, MatmulOptions{true, isa, p});
+      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, got.data(), ls, MatmulOptions{true, isa, p, 1});
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << isa_name(isa) << (p ? " pool" : " serial") << " output " << i;
       // A second call with the same scratch (the steady state) gives the same bits.
       std::vector<float> again(got.size(), -2.0f);
-      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, again.data(), ls, MatmulOptions{true, isa, p});
+      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, again.data(), ls, MatmulOptions{true, isa, p, 1});
       ASSERT_EQ(got, again);
     }
   }

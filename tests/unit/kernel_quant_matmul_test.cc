@@ -151,24 +151,25 @@ void check_shape(const Matrix& w, int64_t m, const float* x, Gemm gemm, WeightFn
   const int64_t n = w.n_rows, k = w.n_cols;
   const Oracle o = oracle(n, k, m, x, weight);
   std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
-  gemm(w, x, m, out.data(), MatmulOptions{false, Isa::kScalar, nullptr});
+  gemm(w, x, m, out.data(), MatmulOptions{false, Isa::kScalar, nullptr, 1});
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_EQ(out[i], static_cast<float>(o.exact[i])) << what << " scalar output " << i;
 
   for (Isa isa : fast_isas()) {
     const std::string tag = what + " isa=" + isa_name(isa);
     std::vector<float> serial(out.size(), -1.0f), threaded(out.size(), -2.0f), rounded(out.size(), -3.0f);
-    gemm(w, x, m, serial.data(), MatmulOptions{false, isa, nullptr});
+    gemm(w, x, m, serial.data(), MatmulOptions{false, isa, nullptr, 1});
     expect_within_bound(o, serial, k, tag);
-    gemm(w, x, m, threaded.data(), MatmulOptions{false, isa, &pool});
+    gemm(w, x, m, threaded.data(), MatmulOptions{false, isa, &pool, 1});
     ASSERT_EQ(0, std::memcmp(serial.data(), threaded.data(), serial.size() * sizeof(float))) << tag << " threads";
-    gemm(w, x, m, rounded.data(), MatmulOptions{true, isa, &pool});
+    gemm(w, x, m, rounded.data(), MatmulOptions{true, isa, &pool, 1});
     for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(rounded[i], round_bf16(serial[i])) << tag << " bf16 " << i;
     // Batch invariance: every token alone gives the same bits as inside the batch, whichever tile
-    // width (1..8 tokens on the vector tiles, 1..16 token columns on AMX) and tail computed it there.
+    // width (1..8 tokens on the vector tiles, 1..16 token columns on AMX, which these calls put on AMX
+    // at every token count: amx_min_tokens = 1) and tail computed it there.
     std::vector<float> single(static_cast<size_t>(n), -4.0f);
     for (int64_t t = 0; t < m; ++t) {
-      gemm(w, x + t * k, 1, single.data(), MatmulOptions{false, isa, nullptr});
+      gemm(w, x + t * k, 1, single.data(), MatmulOptions{false, isa, nullptr, 1});
       ASSERT_EQ(0, std::memcmp(single.data(), serial.data() + t * n, single.size() * sizeof(float)))
           << tag << " batch invariance, token " << t;
     }
@@ -537,7 +538,7 @@ TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
           std::vector<float> x(static_cast<size_t>(k), 0.0f);
           x[static_cast<size_t>(hot)] = 1.0f;
           float out = -1.0f;
-          fp8_gemm(Fp8Matrix{codes.data(), scale.data(), 1, k}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
+          fp8_gemm(Fp8Matrix{codes.data(), scale.data(), 1, k}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr, 1});
           ASSERT_EQ(out, e4m3_to_float(static_cast<uint8_t>(code)) * 8.0f) << isa_name(isa) << " code " << code;
         }
       }
@@ -549,7 +550,7 @@ TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
         std::vector<float> x(64, 0.0f);
         x[static_cast<size_t>(hot)] = 1.0f;
         float out = -1.0f;
-        fp4_gemm(Fp4Matrix{packed.data(), scales, 1, 64}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr});
+        fp4_gemm(Fp4Matrix{packed.data(), scales, 1, 64}, x.data(), 1, &out, MatmulOptions{false, isa, nullptr, 1});
         const float want = e2m1_to_float(static_cast<uint8_t>(nib)) * (hot < 32 ? 0.5f : 4.0f);
         ASSERT_EQ(out, want) << isa_name(isa) << " nibble " << nib << " at " << hot;
       }
@@ -600,11 +601,32 @@ TEST(KernelQuantMatmul, AmxFallsBackForActivationsNotExactInBf16) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (auto& v : x) v = nd(rng);  // 24-bit mantissas: not bf16
   std::vector<float> batch(16 * 64), single(64);
-  fp4_gemm(c.w, x.data(), 16, batch.data(), MatmulOptions{false, Isa::kAmx, nullptr});
+  fp4_gemm(c.w, x.data(), 16, batch.data(), MatmulOptions{false, Isa::kAmx, nullptr, 1});
   for (int64_t t = 0; t < 16; ++t) {
-    fp4_gemm(c.w, x.data() + t * 256, 1, single.data(), MatmulOptions{false, Isa::kAmx, nullptr});
+    fp4_gemm(c.w, x.data() + t * 256, 1, single.data(), MatmulOptions{false, Isa::kAmx, nullptr, 1});
     ASSERT_EQ(0, std::memcmp(single.data(), batch.data() + t * 64, sizeof(float) * 64)) << t;
   }
+}
+
+// The default dispatch keeps decode-sized calls (below kAmxMinTokensDefault tokens) on the vector tiles;
+// amx_min_tokens moves the threshold. gemm_path_isa names the path and the results follow it: a 2-token
+// call with the default equals the AVX-512 ISA's bits, with amx_min_tokens = 1 the AMX kernel's.
+TEST(KernelQuantMatmul, AmxDispatchThreshold) {
+  if (!isa_supported(Isa::kAmx)) GTEST_SKIP() << "no AMX";
+  EXPECT_EQ(gemm_path_isa(Isa::kAmx, 1, 4096), Isa::kAvx512);
+  EXPECT_EQ(gemm_path_isa(Isa::kAmx, kAmxMinTokensDefault - 1, 4096), Isa::kAvx512);
+  EXPECT_EQ(gemm_path_isa(Isa::kAmx, kAmxMinTokensDefault, 4096), Isa::kAmx);
+  EXPECT_EQ(gemm_path_isa(Isa::kAmx, 1, 4096, 1), Isa::kAmx);
+  EXPECT_EQ(gemm_path_isa(Isa::kAmx, 64, 4100, 1), Isa::kAvx512);  // k % 32 != 0
+  std::mt19937 rng(77);
+  Fp8Case c = make_fp8(rng, 48, 512, 0);
+  const std::vector<float> x = make_x(rng, 2, 512, 0);
+  std::vector<float> dflt(96), avx(96), amx(96);
+  fp8_gemm(c.w, x.data(), 2, dflt.data(), MatmulOptions{false, Isa::kAmx, nullptr});
+  fp8_gemm(c.w, x.data(), 2, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr});
+  fp8_gemm(c.w, x.data(), 2, amx.data(), MatmulOptions{false, Isa::kAmx, nullptr, 1});
+  EXPECT_EQ(dflt, avx);
+  EXPECT_NE(amx, avx);  // another summation order: some of 96 sums differ in their last bits
 }
 
 TEST(KernelQuantMatmul, EmptyShapes) {
@@ -614,16 +636,16 @@ TEST(KernelQuantMatmul, EmptyShapes) {
     std::vector<uint8_t> scales(1, 127);
     std::vector<float> out(6, -1.0f);
     Fp8Matrix w8{nullptr, scales.data(), 3, 0};
-    fp8_gemm(w8, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
+    fp8_gemm(w8, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool, 1});
     for (float v : out) EXPECT_EQ(v, 0.0f);
     out.assign(6, -1.0f);
     Fp4Matrix w4{nullptr, nullptr, 3, 0};
-    fp4_gemm(w4, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
+    fp4_gemm(w4, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool, 1});
     for (float v : out) EXPECT_EQ(v, 0.0f);
     // No rows or no tokens: nothing is written.
     out.assign(6, -1.0f);
-    fp8_gemm(Fp8Matrix{nullptr, nullptr, 0, 128}, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool});
-    fp4_gemm(Fp4Matrix{nullptr, nullptr, 3, 64}, nullptr, 0, out.data(), MatmulOptions{true, isa, &pool});
+    fp8_gemm(Fp8Matrix{nullptr, nullptr, 0, 128}, nullptr, 2, out.data(), MatmulOptions{true, isa, &pool, 1});
+    fp4_gemm(Fp4Matrix{nullptr, nullptr, 3, 64}, nullptr, 0, out.data(), MatmulOptions{true, isa, &pool, 1});
     for (float v : out) EXPECT_EQ(v, -1.0f);
   }
 }

@@ -89,9 +89,10 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
   DSV4_CHECK(d_model % 32 == 0 && n_inter % 128 == 0, "moe_expert_fp4: dims must be multiples of 32 / 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  // On AMX each GEMM already decodes a weight once for all its tokens and the tiles hold no SwiGLU
-  // epilogue: the composition (which moe_layer's AMX path reproduces bit for bit).
-  if (isa == Isa::kAmx) return moe_expert_fp4_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
+  // On AMX (from opt.amx_min_tokens tokens) each GEMM already decodes a weight once for all its tokens and
+  // the tiles hold no SwiGLU epilogue: the composition (which moe_layer's AMX path reproduces bit for bit).
+  if (isa == Isa::kAmx && n_tokens >= opt.amx_min_tokens)
+    return moe_expert_fp4_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const detail::Fp4Kernel kern =
       detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * d_model));
@@ -111,7 +112,7 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
                                     t.s[1] = e.w3.scales + i * n_sblocks;
                                   });
   quantize_hidden(h, n_tokens, n_inter);
-  fp4_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool});
+  fp4_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool, opt.amx_min_tokens});
 }
 
 void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const float* route_weight, float limit,
@@ -122,7 +123,8 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
   DSV4_CHECK(n_inter % 128 == 0, "moe_expert_fp8: n_inter must be a multiple of 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  if (isa == Isa::kAmx) return moe_expert_fp8_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
+  if (isa == Isa::kAmx && n_tokens >= opt.amx_min_tokens)
+    return moe_expert_fp8_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const int64_t scale_cols = (d_model + 127) / 128;
   gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, d_model, n_tokens, route_weight, limit, h, opt, detail::fp8_tile_for(isa), d_model,
@@ -133,7 +135,7 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
                                     t.s[1] = e.w3.scales + (i / 128) * scale_cols;
                                   });
   quantize_hidden(h, n_tokens, n_inter);
-  fp8_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool});
+  fp8_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool, opt.amx_min_tokens});
 }
 
 void moe_expert_fp4_unfused(const Fp4Expert& e, const float* x, int64_t n_tokens, const float* route_weight,
@@ -141,7 +143,7 @@ void moe_expert_fp4_unfused(const Fp4Expert& e, const float* x, int64_t n_tokens
   const int64_t n_inter = e.w1.n_rows;
   if (n_tokens <= 0) return;
   float *g = scratch, *u = g + n_tokens * n_inter, *h = u + n_tokens * n_inter;
-  const MatmulOptions bf16_out{true, opt.isa, opt.pool};
+  const MatmulOptions bf16_out{true, opt.isa, opt.pool, opt.amx_min_tokens};
   fp4_gemm(e.w1, x, n_tokens, g, bf16_out);
   fp4_gemm(e.w3, x, n_tokens, u, bf16_out);
   unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);
@@ -154,7 +156,7 @@ void moe_expert_fp8_unfused(const Fp8Expert& e, const float* x, int64_t n_tokens
   const int64_t n_inter = e.w1.n_rows;
   if (n_tokens <= 0) return;
   float *g = scratch, *u = g + n_tokens * n_inter, *h = u + n_tokens * n_inter;
-  const MatmulOptions bf16_out{true, opt.isa, opt.pool};
+  const MatmulOptions bf16_out{true, opt.isa, opt.pool, opt.amx_min_tokens};
   fp8_gemm(e.w1, x, n_tokens, g, bf16_out);
   fp8_gemm(e.w3, x, n_tokens, u, bf16_out);
   unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);

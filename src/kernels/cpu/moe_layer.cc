@@ -265,7 +265,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
 
 #if defined(__x86_64__)
-  if (isa == Isa::kAmx) {
+  if (isa == Isa::kAmx && n_tokens >= opt.amx_min_tokens) {
     moe_layer_amx(w, xq, Groups{n_tokens, d, n_inter, shared_inter, n_routed_slots, n_slots, n_assign, max_assign,
                                 assign_token, assign_weight, row_off},
                   y, s, opt);

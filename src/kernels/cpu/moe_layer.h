@@ -38,7 +38,8 @@ struct MoeLayerScratch {
 // x: [n_tokens, d_model] bf16 values (the ffn_norm output; fake-quantized here, once per token);
 // expert_ids / route_weights: [n_tokens, top_k] (an expert listed twice for a token runs once, with its
 // first weight — as the reference does). y: [n_tokens, d_model] = bf16(Σ_e routed (expert-id order) +
-// shared). Scalar and AMX ISAs: bit-identical to running moe_expert_fp4/fp8 per token and summing.
+// shared). Scalar ISA, and AMX with opt.amx_min_tokens = 1: bit-identical to running moe_expert_fp4/fp8
+// per token and summing (on AMX from opt.amx_min_tokens tokens).
 void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
                const float* route_weights, int64_t top_k, float* y, MoeLayerScratch& scratch,
                const MatmulOptions& opt);

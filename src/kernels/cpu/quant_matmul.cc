@@ -50,7 +50,7 @@ const float* aligned_x(const float* x, int64_t n_tokens, int64_t k) {
 template <typename RowsFn>
 bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const float* x, int64_t n_tokens,
              float* out, RowsFn rows_fn, const MatmulOptions& opt) {
-  if (isa != Isa::kAmx || k % 32 != 0 || k == 0) return false;
+  if (isa != Isa::kAmx || n_tokens < opt.amx_min_tokens || k % 32 != 0 || k == 0) return false;
   thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs in AMX tile order
   uint32_t* xp = xpack.grow(detail::amx_packed_x_words(n_tokens, k));
   if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
@@ -114,10 +114,9 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
 
 }  // namespace
 
-Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols) {
+Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols, int64_t amx_min_tokens) {
   const Isa isa = resolve_isa(requested);
-  (void)n_tokens;
-  if (isa == Isa::kAmx && (n_cols % 32 != 0 || n_cols == 0)) return Isa::kAvx512;
+  if (isa == Isa::kAmx && (n_tokens < amx_min_tokens || n_cols % 32 != 0 || n_cols == 0)) return Isa::kAvx512;
   return isa;
 }
 

@@ -49,25 +49,35 @@ struct Bf16Matrix {
   int64_t n_cols = 0;
 };
 
+// The fewest tokens a GEMM runs on AMX by default. The AMX kernel is batch-invariant at every token count
+// and 2.5-3x faster than the vector tiles per call from 2..8 tokens (cache-resident CPU time), but at one
+// token its weight decode costs as much as or more than the vector tiles' FMAs (FP4 -25%), and the medium
+// model's batch-1 decode measured slower on it (2.22 vs 2.67 tokens per CPU-second, loaded machine): so
+// decode-sized calls stay on the vector tiles unless a caller asks for AMX from fewer tokens.
+inline constexpr int64_t kAmxMinTokensDefault = 16;
+
 struct MatmulOptions {
   bool round_bf16 = true;      // spec: quantized linears output bf16
   Isa isa = Isa::kAuto;        // forced ISA (tests, bench); unsupported requests fall back to the best
   ThreadPool* pool = nullptr;  // rows are split across the pool; nullptr runs on the calling thread
+  // With AMX: calls of at least this many tokens run the AMX kernel. 1 puts every call on it (then every
+  // output is one fixed sequence of operations at every token count: batch invariance on AMX too).
+  int64_t amx_min_tokens = kAmxMinTokensDefault;
 };
 
 // x: [n_tokens, w.n_cols] (row stride n_cols), out: [n_tokens, w.n_rows] (row stride n_rows).
-// Results are bit-identical for any thread count and for any n_tokens: each output is one fixed sequence
-// of fp32 operations. With AMX, calls whose activations are exact in bf16 (fake-quantized ones are) and
-// k % 32 == 0 run on bf16 tiles at every token count (quant_gemm_amx.cc: same products, another summation
-// order than the vector tiles, and the same order for 1 token as for 500). The scalar ISA accumulates in
-// double (the reference contract).
+// Results are bit-identical for any thread count. Below opt.amx_min_tokens tokens (and always without
+// AMX) they are also identical for any n_tokens: each output is one fixed sequence of fp32 operations.
+// With AMX, calls of ≥ amx_min_tokens tokens whose activations are exact in bf16 (fake-quantized ones are)
+// and k % 32 == 0 run on bf16 tiles (quant_gemm_amx.cc: same products, another summation order than the
+// vector tiles, the same order at every token count). The scalar ISA accumulates in double.
 void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt);
 
 // The ISA whose code fp8_gemm / fp4_gemm run for this request (AMX serves k % 32 == 0 with bf16-exact
-// activations at any n_tokens; other shapes run the AVX-512 tiles): bench case names.
-Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols);
+// activations from amx_min_tokens on; other calls run the AVX-512 tiles): bench case names.
+Isa gemm_path_isa(Isa requested, int64_t n_tokens, int64_t n_cols, int64_t amx_min_tokens = kAmxMinTokensDefault);
 
 // Bytes of weight data (codes + scales) a kernel streams once per call: the bandwidth figure of bench.
 int64_t fp8_weight_bytes(const Fp8Matrix& w);

@@ -86,7 +86,7 @@ void fp4_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
   std::vector<float> out(static_cast<size_t>(m * n));
   const dsv4::kernels::Fp4Matrix w{packed.data(), scales.data(), n, k};
   for (auto _ : state) {
-    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
+    dsv4::kernels::fp4_gemm(w, x.data(), m, out.data(), {true, isa, nullptr, 1});
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * dsv4::kernels::fp4_weight_bytes(w));
@@ -103,7 +103,7 @@ void bf16_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m
   std::vector<float> out(static_cast<size_t>(m * n));
   const dsv4::kernels::Bf16Matrix w{w16.data(), n, k};
   for (auto _ : state) {
-    dsv4::kernels::bf16_gemm(w, x.data(), m, out.data(), {false, isa, nullptr});
+    dsv4::kernels::bf16_gemm(w, x.data(), m, out.data(), {false, isa, nullptr, 1});
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * dsv4::kernels::bf16_weight_bytes(w));
@@ -120,7 +120,7 @@ void fp8_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m)
   std::vector<float> out(static_cast<size_t>(m * n));
   const dsv4::kernels::Fp8Matrix w{codes.data(), scales.data(), n, k};
   for (auto _ : state) {
-    dsv4::kernels::fp8_gemm(w, x.data(), m, out.data(), {true, isa, nullptr});
+    dsv4::kernels::fp8_gemm(w, x.data(), m, out.data(), {true, isa, nullptr, 1});
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(state.iterations() * dsv4::kernels::fp8_weight_bytes(w));
@@ -268,12 +268,14 @@ void moe_layer_case(benchmark::State& state, Isa isa, int64_t m) {
         ids[static_cast<size_t>(t * kTopK + j)] = e;
       }
     state.ResumeTiming();
-    dsv4::kernels::moe_layer(lw, x.data(), m, ids.data(), rw.data(), kTopK, y.data(), scratch, {true, isa, nullptr});
+    dsv4::kernels::moe_layer(lw, x.data(), m, ids.data(), rw.data(), kTopK, y.data(), scratch, {true, isa, nullptr, 1});
     benchmark::DoNotOptimize(y.data());
   }
 }
 
 // 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
+// The cache-resident and moe_layer cases pass amx_min_tokens = 1: their "amx" cases time the AMX kernel at
+// every m (the library default keeps calls below kAmxMinTokensDefault tokens on the vector tiles).
 const int kRegistered = [] {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
@@ -289,6 +291,10 @@ const int kRegistered = [] {
                                    [=](benchmark::State& s) { fp8_case(s, isa, 256, 4096, m); });
     }
   }
+  if (dsv4::kernels::isa_supported(Isa::kAmx))
+    for (int64_t m : {1, 8})
+      benchmark::RegisterBenchmark(("moe_layer/amx/m=" + std::to_string(m) + "/24x4096x2048").c_str(),
+                                   [=](benchmark::State& s) { moe_layer_case(s, Isa::kAmx, m); });
   for (Isa isa : {Isa::kAvx512}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t m : {1, 8})

@@ -28,7 +28,7 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
     for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.bf16_dot, &p.amx_bf16}) {
       const char* users = c->insn == ComputeInsn::kFp32Fma   ? "bf16, fp8 and fp4 tiles"
                           : c->insn == ComputeInsn::kBf16Dot ? "(no tile: for comparison)"
-                                                             : "AMX GEMMs (every token count)";
+                                                             : "AMX GEMMs (>= 16 tokens)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
         continue;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/formats.h"
@@ -28,31 +29,47 @@ std::vector<float> values(std::mt19937& rng, int64_t n, int decades) {
   return v;
 }
 
+// The reference's mixes of n tokens, one token at a time: [n, n_mix].
+std::vector<float> reference_mixes(const std::vector<float>& fn, int64_t n_mix, int64_t width,
+                                   const std::vector<float>& x, int64_t n, float norm_eps) {
+  ref::HcParams p;
+  p.hc_mult = 1;  // the reference's mix width is hc_mult·dim
+  p.dim = width;
+  p.norm_eps = norm_eps;
+  std::vector<float> want(static_cast<size_t>(n * n_mix));
+  for (int64_t t = 0; t < n; ++t) ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data() + t * n_mix);
+  return want;
+}
+
+// Runs `kernel(isa, pool, out)` on every ISA, serially and on 2 and 3 threads, and requires want's bits.
+template <typename Kernel>
+void expect_reference_bits(const std::vector<float>& want, const std::string& label, Kernel&& kernel) {
+  static ThreadPool pool2(2), pool3(3);  // one pair per kernel, not one per shape
+  for (Isa isa : isas())
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
+      std::vector<float> got(want.size(), NAN);
+      kernel(isa, pool, got.data());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+            << "isa " << isa_name(isa) << " " << label << " element " << i << ": " << got[i] << " vs " << want[i];
+    }
+}
+
 TEST(KernelHcMix, BitIdenticalToReference) {
   std::mt19937 rng(5);
-  ThreadPool pool2(2), pool3(3);
+  constexpr float kEps = 1e-6f;
   for (int64_t width : {1, 7, 64, 130, 1027})
     for (int64_t n_mix : {1, 4, 5, 24})
       for (int64_t n : {1, 2, 7, 8, 9, 17})
         for (int decades : {0, 20}) {
           const auto fn = values(rng, n_mix * width, decades);
           const auto x = values(rng, n * width, decades);
-          ref::HcParams p;
-          p.hc_mult = 1;  // the reference's mix width is hc_mult·dim
-          p.dim = width;
-          p.norm_eps = 1e-6f;
-          std::vector<float> want(static_cast<size_t>(n * n_mix));
-          for (int64_t t = 0; t < n; ++t)
-            ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data() + t * n_mix);
-          for (Isa isa : isas())
-            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-              std::vector<float> got(static_cast<size_t>(n * n_mix), NAN);
-              hc_mixes(fn.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, pool);
-              for (size_t i = 0; i < got.size(); ++i)
-                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                    << "isa " << isa_name(isa) << " width " << width << " n_mix " << n_mix << " n " << n << " decades "
-                    << decades << " element " << i << ": " << got[i] << " vs " << want[i];
-            }
+          const std::string label = "width " + std::to_string(width) + " n_mix " + std::to_string(n_mix) + " n " +
+                                    std::to_string(n) + " decades " + std::to_string(decades);
+          expect_reference_bits(reference_mixes(fn, n_mix, width, x, n, kEps), label,
+                                [&](Isa isa, ThreadPool* pool, float* out) {
+                                  hc_mixes(fn.data(), n_mix, width, x.data(), n, kEps, out, isa, pool);
+                                });
         }
 }
 
@@ -61,7 +78,7 @@ TEST(KernelHcMix, BitIdenticalToReference) {
 // with odd tails, token counts and thread counts.
 TEST(KernelHcMix, ByTokenBitIdenticalToReference) {
   std::mt19937 rng(6);
-  ThreadPool pool2(2), pool3(3);
+  constexpr float kEps = 1e-6f;
   for (int64_t width : {1, 7, 64, 130, 1027})
     for (int64_t n_mix : {1, 4, 5, 24, 33, 64})
       for (int64_t n : {1, 2, 5})
@@ -70,22 +87,12 @@ TEST(KernelHcMix, ByTokenBitIdenticalToReference) {
           const auto x = values(rng, n * width, decades);
           const auto fn_t = hc_transpose_fn(fn.data(), n_mix, width);
           ASSERT_EQ(fn_t.size(), static_cast<size_t>(width * hc_fn_t_ld(n_mix)));
-          ref::HcParams p;
-          p.hc_mult = 1;
-          p.dim = width;
-          p.norm_eps = 1e-6f;
-          std::vector<float> want(static_cast<size_t>(n * n_mix));
-          for (int64_t t = 0; t < n; ++t)
-            ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data() + t * n_mix);
-          for (Isa isa : isas())
-            for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
-              std::vector<float> got(static_cast<size_t>(n * n_mix), NAN);
-              hc_mixes_by_token(fn_t.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, pool);
-              for (size_t i = 0; i < got.size(); ++i)
-                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                    << "isa " << isa_name(isa) << " width " << width << " n_mix " << n_mix << " n " << n << " decades "
-                    << decades << " element " << i << ": " << got[i] << " vs " << want[i];
-            }
+          const std::string label = "width " + std::to_string(width) + " n_mix " + std::to_string(n_mix) + " n " +
+                                    std::to_string(n) + " decades " + std::to_string(decades);
+          expect_reference_bits(reference_mixes(fn, n_mix, width, x, n, kEps), label,
+                                [&](Isa isa, ThreadPool* pool, float* out) {
+                                  hc_mixes_by_token(fn_t.data(), n_mix, width, x.data(), n, kEps, out, isa, pool);
+                                });
         }
 }
 

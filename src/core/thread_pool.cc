@@ -109,7 +109,12 @@ constexpr uint64_t pack_claim(uint32_t job, uint32_t total, uint32_t next) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, std::vector<std::vector<int>> thread_cpus) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // "One per available CPU" counts the CPUs this thread may run on (taskset, a container's cpuset), not
+  // the machine's: more threads than allowed CPUs would time-share them and every join would wait.
+  if (n_threads <= 0) {
+    const size_t allowed = current_thread_cpus().size();
+    n_threads = allowed > 0 ? static_cast<int>(allowed) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
   n_threads_ = n_threads;
   DSV4_CHECK(thread_cpus.empty() || thread_cpus.size() == static_cast<size_t>(n_threads_),
              "ThreadPool: thread_cpus must name one CPU list per thread");

@@ -17,8 +17,8 @@ namespace dsv4 {
 class ThreadPool {
  public:
   // `n_threads` counts the calling thread, which always takes part: a pool of 1 starts no workers.
-  // 0 means "one per available CPU". `thread_cpus` (optional, core/numa.h's NumaPlan::thread_cpus):
-  // [n_threads] CPU lists; worker i (1..n_threads-1) is pinned to thread_cpus[i] at construction, and
+  // 0 means "one per CPU the calling thread may run on" (its affinity mask: taskset, a cpuset).
+  // `thread_cpus` (optional, core/numa.h's NumaPlan::thread_cpus): [n_threads] CPU lists; worker i (1..n_threads-1) is pinned to thread_cpus[i] at construction, and
   // a thread calling parallel_for is pinned to thread_cpus[0] on its first call (the caller takes part
   // in every job, so it belongs on a node too). An empty list leaves that thread unpinned. A pin the OS
   // refuses is counted (pin_failures) and leaves the thread unpinned: placement is an optimisation.

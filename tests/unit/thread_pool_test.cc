@@ -1,7 +1,7 @@
 // unit: the persistent thread pool — every index visited exactly once, chunks of a fixed length on grain
 // multiples whatever the schedule, slots bounded by n_slots and never shared by two running chunks, the
 // caller taking over the chunks of a worker that is stuck, nested calls inline, many back-to-back
-// dispatches (including ones that catch workers asleep).
+// dispatches (including ones that catch workers asleep), and "0 threads" sized by the CPUs the caller may use.
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/numa.h"
 
 namespace dsv4 {
 namespace {
@@ -160,6 +162,24 @@ TEST(ThreadPool, ManyBackToBackDispatchesSumExactly) {
     if (iter % 400 == 399) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(got, expected);
+}
+
+// A pool of "0 threads" built on a thread restricted to one CPU (as taskset or a container's cpuset
+// would) has one thread, not one per CPU of the machine: more threads than usable CPUs time-share them.
+TEST(ThreadPool, ZeroThreadsMeansTheCpusTheCallerMayUse) {
+  const std::vector<int> mine = current_thread_cpus();
+  if (mine.size() < 2) GTEST_SKIP() << "needs a thread allowed on at least 2 CPUs to restrict";
+  EXPECT_EQ(ThreadPool(0).n_threads(), static_cast<int>(mine.size()));
+  int restricted_threads = -1;
+  std::thread t([&] {
+    const int one[] = {mine.front()};
+    const auto pinned = pin_current_thread(one);
+    if (!pinned.is_ok() || !pinned.value().applied) return;  // no affinity control here: nothing to check
+    restricted_threads = ThreadPool(0).n_threads();
+  });
+  t.join();
+  if (restricted_threads < 0) GTEST_SKIP() << "this platform refused to pin a thread";
+  EXPECT_EQ(restricted_threads, 1);
 }
 
 }  // namespace

@@ -8,24 +8,14 @@
 #include <cstring>
 #include <thread>
 
-#include "io/npy.h"
 #include "model/model.h"
+#include "golden_case.h"
 #include "test_util.h"
 
 namespace dsv4::test {
 namespace {
 
 std::filesystem::path checkpoint() { return shared_dir() / "golden/tiny/checkpoint"; }
-
-std::vector<int32_t> golden_tokens(size_t n) {
-  auto t = read_npy(shared_dir() / "golden/tiny/golden/tokens.npy");
-  EXPECT_TRUE(t.is_ok());
-  std::vector<int32_t> ids;
-  if (!t.is_ok()) return ids;
-  for (int64_t v : t->to_i64()) ids.push_back(static_cast<int32_t>(v));
-  ids.resize(std::min(n, ids.size()));
-  return ids;
-}
 
 std::unique_ptr<Model> load(Backend b, kernels::Isa isa, int threads) {
   ModelOptions o;

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "io/npy.h"
+#include "test_util.h"
 
 namespace dsv4::test {
 
@@ -28,6 +31,16 @@ SequenceRun run_sequence(Model& model, const std::vector<int32_t>& ids, int64_t 
     done += step;
   }
   return r;
+}
+
+std::vector<int32_t> golden_tokens(size_t n) {
+  auto t = read_npy(shared_dir() / "golden/tiny/golden/tokens.npy");
+  EXPECT_TRUE(t.is_ok());
+  std::vector<int32_t> ids;
+  if (!t.is_ok()) return ids;
+  for (int64_t v : t->to_i64()) ids.push_back(static_cast<int32_t>(v));
+  ids.resize(std::min(n, ids.size()));
+  return ids;
 }
 
 std::vector<EngineVariant> engine_variants() {

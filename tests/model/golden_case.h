@@ -28,6 +28,10 @@ struct EngineVariant {
 // reference; cpu with AMX excluded (AVX-512 requested: the best of AVX-512/AVX2/scalar the CPU has);
 // cpu with the best ISA (AMX where present). Two threads each.
 std::vector<EngineVariant> engine_variants();
+
+// The first n (at most all) token ids of the tiny golden case (golden/tiny/golden/tokens.npy); empty with a
+// test failure if the file cannot be read.
+std::vector<int32_t> golden_tokens(size_t n);
 std::string variant_name(const ::testing::TestParamInfo<EngineVariant>& info);
 
 struct SequenceRun {

@@ -12,6 +12,7 @@
 #include "core/numa.h"
 #include "io/npy.h"
 #include "model/model.h"
+#include "golden_case.h"
 #include "test_util.h"
 
 namespace dsv4 {
@@ -74,11 +75,8 @@ uint64_t total(const std::map<int, uint64_t>& m) {
 }
 
 TEST(NumaPlacement, PinnedAndPlacedRunsGiveIdenticalLogits) {
-  auto toks = read_npy(test::shared_dir() / "golden/tiny/golden/tokens.npy");
-  ASSERT_TRUE(toks.is_ok());
-  std::vector<int32_t> ids;
-  for (int64_t v : toks->to_i64()) ids.push_back(static_cast<int32_t>(v));
-  ids.resize(64);  // crosses the sliding window and several compressed blocks
+  const std::vector<int32_t> ids = test::golden_tokens(64);  // crosses the sliding window and several compressed blocks
+  ASSERT_EQ(ids.size(), 64u);
 
   const PlacedRun off = prefill(NumaMode::kOff, Residency::kCopy, ids);
   const PlacedRun dist = prefill(NumaMode::kDistribute, Residency::kCopy, ids);
@@ -123,13 +121,11 @@ TEST(NumaPlacement, PinnedAndPlacedRunsGiveIdenticalLogits) {
 
 // The CLI end to end: --numa reaches the model through every model command's flags.
 TEST(NumaPlacement, LogitsCliIsBitIdenticalAcrossNumaModes) {
-  auto toks = read_npy(test::shared_dir() / "golden/tiny/golden/tokens.npy");
-  ASSERT_TRUE(toks.is_ok());
+  const std::vector<int32_t> all = test::golden_tokens(40);
+  ASSERT_EQ(all.size(), 40u);
   test::TempDir tmp;
   std::string ids;
-  auto all = toks->to_i64();
-  all.resize(40);
-  for (int64_t v : all) ids += std::to_string(v) + " ";
+  for (int32_t v : all) ids += std::to_string(v) + " ";
   test::write_text_file(tmp / "ids.txt", ids);
   const std::string base = "'" + test::cli_path().string() + "' logits --model '" + tiny_dir().string() + "' --ids '" +
                            (tmp / "ids.txt").string() + "' --isa avx512 --threads 2";

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
-#include "io/npy.h"
 #include "model/model.h"
+#include "golden_case.h"
 #include "test_util.h"
 
 namespace dsv4 {
@@ -39,11 +39,8 @@ PrefillRun prefill(Residency residency, bool populate, const std::vector<int32_t
 }
 
 TEST(WeightsResidency, CopyAndMmapGiveIdenticalLogits) {
-  auto toks = read_npy(test::shared_dir() / "golden/tiny/golden/tokens.npy");
-  ASSERT_TRUE(toks.is_ok());
-  std::vector<int32_t> ids;
-  for (int64_t v : toks->to_i64()) ids.push_back(static_cast<int32_t>(v));
-  ids.resize(96);  // crosses the sliding window and several compressed blocks
+  const std::vector<int32_t> ids = test::golden_tokens(96);  // crosses the sliding window and several compressed blocks
+  ASSERT_EQ(ids.size(), 96u);
   const PrefillRun copy = prefill(Residency::kCopy, true, ids);
   const PrefillRun mapped = prefill(Residency::kMmap, true, ids);
   const PrefillRun lazy = prefill(Residency::kMmap, false, ids);

@@ -30,6 +30,7 @@
 #include "kernels/cpu/isa.h"
 #include "io/safetensors.h"
 #include "model/cost_model.h"
+#include "model/deepseek_v4/dispatch_profile.h"
 #include "model/model.h"
 
 namespace dsv4::cli::bench {
@@ -137,6 +138,49 @@ Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prom
   return m.forward(batch, states, nullptr);
 }
 
+// Where the timed steps' wall time went (model/deepseek_v4/dispatch_profile.h): per phase the time per
+// token and its share, and for the weight matmul phases the bytes per token and the GB/s each achieved
+// over its own dispatches' wall — the kernels in the model, to set against the decode GEMV rows above;
+// the other phases are the serial work between dispatches.
+nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, double probe_gbps, bool quiet) {
+  nlohmann::json j = nlohmann::json::object();
+  const double total = static_cast<double>(prof.total_ns());
+  double mm_ns = 0, mm_bytes = 0;
+  if (!quiet)
+    std::printf("    %-12s %9s %7s %10s %8s %9s %8s\n", "phase", "ms/token", "share", "MB/token", "GB/s", "of probe",
+                "calls/tok");
+  const auto line = [&](const char* name, double ns, double bytes, double calls, bool matmul) {
+    const double gbps = ns > 0 ? bytes / ns : 0.0;
+    nlohmann::json r = {{"ms_per_token", ns / 1e6 / tokens}, {"share", total > 0 ? ns / total : 0.0},
+                        {"calls_per_token", calls / tokens}};
+    if (matmul) {
+      r["bytes_per_token"] = bytes / tokens;
+      r["gbps"] = gbps;
+      if (probe_gbps > 0) r["ratio_to_probe"] = gbps / probe_gbps;
+    }
+    if (!quiet) {
+      std::printf("    %-12s %9.3f %6.1f%%", name, ns / 1e6 / tokens, total > 0 ? 100.0 * ns / total : 0.0);
+      if (matmul)
+        std::printf(" %10.2f %8.2f %8.1f%% %8.1f\n", bytes / tokens / 1e6, gbps, probe_gbps > 0 ? 100.0 * gbps / probe_gbps : 0.0,
+                    calls / tokens);
+      else
+        std::printf(" %10s %8s %9s %8.1f\n", "", "", "", calls / tokens);
+    }
+    return r;
+  };
+  for (int i = 0; i < static_cast<int>(v4::Phase::kCount); ++i) {
+    const auto ph = static_cast<v4::Phase>(i);
+    const v4::PhaseTotals& t = prof.totals(ph);
+    const bool mm = v4::phase_is_matmul(ph);
+    if (mm) mm_ns += static_cast<double>(t.ns), mm_bytes += static_cast<double>(t.bytes);
+    j[v4::phase_name(ph)] = line(v4::phase_name(ph), static_cast<double>(t.ns), static_cast<double>(t.bytes),
+                                 static_cast<double>(t.calls), mm);
+  }
+  j["weight_matmuls"] = line("= matmuls", mm_ns, mm_bytes, 0, true);
+  j["outside_matmuls"] = line("= outside", total - mm_ns, 0, 0, false);
+  return j;
+}
+
 }  // namespace
 
 Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const ModelBenchOptions& opt) {
@@ -230,6 +274,8 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     DSV4_RETURN_IF_ERROR(prefill_all(*model, prompts, b, states));
     std::vector<BatchToken> batch(static_cast<size_t>(b));
     std::vector<float> logits;
+    v4::DispatchProfile prof;
+    const v4::DispatchProfile::Install profiled(&prof);  // two clock reads per dispatch and phase
     const auto t0 = Clock::now();
     const double c0 = process_cpu_seconds();
     for (int64_t t = 0; t < opt.decode_steps; ++t) {
@@ -309,7 +355,6 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
       row["ratio_to_compute_peak"] = min_wall / sec;
       row["ratio_to_compute_peak_cpu"] = min_cpu / cpu_sec;
     }
-    rows.push_back(row);
     if (!opt.quiet)
       std::printf("  %6lld %10.2f %10.2f %12.3f %12.3f %8.2f %8.1f%% %9.2f %12.1f%% %8.2fx %7.2fx %7.1f%%\n",
                   static_cast<long long>(b), tps, tokens / cpu_sec, bytes / tokens / 1e6, step_bytes / 1e6, gbps,
@@ -320,6 +365,10 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
       std::printf("  %6s %8.1f GFLOP/s of weight matmuls (%.2f GFLOP/step): %.1f%% of the compute peak, %.1f%% per CPU-second\n",
                   "", flops / sec / 1e9, flops / 1e9 / static_cast<double>(opt.decode_steps), 100.0 * min_wall / sec,
                   100.0 * min_cpu / cpu_sec);
+    if (!opt.quiet)
+      std::printf("  %6s where the wall time went (the caller's view; GB/s: each phase's weight bytes over its own wall):\n", "");
+    row["phases"] = profile_report(prof, tokens, opt.probe_gbps, opt.quiet);
+    rows.push_back(row);
   }
   j["decode"] = rows;
   return j;

@@ -70,6 +70,11 @@ constexpr const char* kUsage =
     "  of F flops in t seconds is then at F / t / peak of its\n"
     "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"
     "  at bytes / t / probe of the read bandwidth: the row is bound by whichever fraction is nearer 100%.\n"
+    "  Each decode row is followed by where its wall time went, seen from the calling thread: per phase (the\n"
+    "  attention, MoE gate, MoE expert and head matmul dispatches; attention core, mHC, routing, head mix, the\n"
+    "  rest) its ms per token and share, and for the matmuls their weight MB per token and the GB/s and\n"
+    "  fraction of the probe each achieved over its own dispatches: the kernels in the model against the\n"
+    "  decode GEMV rows, and the serial time between dispatches ('= outside').\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
     "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
 

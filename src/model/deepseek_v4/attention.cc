@@ -9,6 +9,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "model/deepseek_v4/compressor.h"
+#include "model/deepseek_v4/dispatch_profile.h"
 #include "model/deepseek_v4/indexer.h"
 #include "model/deepseek_v4/linear.h"
 #include "model/deepseek_v4/scratch.h"
@@ -58,6 +59,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   const auto& freqs = ctx.rope_for_layer(il);
   const float eps = static_cast<float>(c.norm_eps);
   const int64_t n = n_rows;
+  const DispatchProfile::Scope timed(Phase::kAttnCore);  // the linears inside charge kAttnLinear
 
   // Every linear below runs once over all rows of the batch: rows are independent in every linear kernel
   // (activation quantization is per row), so this is bit-identical to projecting each sequence alone.

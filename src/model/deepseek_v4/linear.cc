@@ -9,6 +9,7 @@
 #include "core/quant.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
+#include "model/deepseek_v4/dispatch_profile.h"
 
 namespace dsv4::v4 {
 namespace {
@@ -54,9 +55,24 @@ LinearWeight row_slice(const LinearWeight& w, int64_t r0, int64_t rows) {
   return s;
 }
 
+// Weight bytes one call streams (codes + scales): what the dispatch profile charges.
+int64_t weight_bytes(const LinearWeight& w) {
+  switch (w.format) {
+    case WeightFormat::kFp8: return kernels::fp8_weight_bytes(w.fp8);
+    case WeightFormat::kFp4: return kernels::fp4_weight_bytes(w.fp4);
+    case WeightFormat::kBf16: return kernels::bf16_weight_bytes(w.bf16);
+    case WeightFormat::kF32: break;
+  }
+  return 4 * w.params.n_out * w.params.n_in;
+}
+
+// The profile scope of one dispatch (bench only: the bytes are summed only when a profile is installed).
+Phase dispatch_phase() { return DispatchProfile::active() ? DispatchProfile::matmul_phase() : Phase::kOther; }
+
 }  // namespace
 
 void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y) {
+  const DispatchProfile::Scope timed(dispatch_phase(), DispatchProfile::active() ? weight_bytes(w) : 0);
   if (w.format == WeightFormat::kF32) {
     ref::linear(w.params, w.w.data(), x, n, y);
     return;
@@ -114,6 +130,10 @@ void linear_jobs(const Execution& ex, std::span<const LinearJob> jobs, int64_t n
     for (const LinearJob& j : jobs) linear(ex, *j.w, j.x, n, j.y);
     return;
   }
+  int64_t profiled_bytes = 0;
+  if (DispatchProfile::active())
+    for (const LinearJob& j : jobs) profiled_bytes += weight_bytes(*j.w);
+  const DispatchProfile::Scope timed(dispatch_phase(), profiled_bytes);
   // Inputs: FP8-quantized once per distinct x (spec §3, as linear() does), raw otherwise.
   thread_local std::vector<const float*> inputs;      // per job: what its kernel reads
   thread_local ScratchVec<float> quantized;           // the distinct quantized inputs, back to back

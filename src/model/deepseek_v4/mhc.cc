@@ -6,6 +6,7 @@
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
+#include "model/deepseek_v4/dispatch_profile.h"
 #include "model/deepseek_v4/linear.h"
 #include "ops/reference/mhc.h"
 #include "ops/reference/norm.h"
@@ -53,6 +54,7 @@ const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_
 
 void hc_pre_tokens(const ModelContext& ctx, const HcWeights& w, const float* H, int64_t n, float* y, float* post,
                    float* comb) {
+  const DispatchProfile::Scope timed(Phase::kMhc);
   const auto p = ctx.hc_params();
   const int64_t hc = p.hc_mult, n_mix = (2 + hc) * hc;
   const float* m = batch_mixes(ctx, w, n_mix, H, n);
@@ -68,6 +70,7 @@ void hc_pre_tokens(const ModelContext& ctx, const HcWeights& w, const float* H, 
 
 void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residual, const float* post,
                     const float* comb, int64_t n, float* out) {
+  const DispatchProfile::Scope timed(Phase::kMhc);
   const auto p = ctx.hc_params();
   const int64_t hc = p.hc_mult;
   for_tokens(ctx, n, [&](int64_t i) {
@@ -77,6 +80,7 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
+  const DispatchProfile::Scope timed(Phase::kHeadMix);  // the head linear inside charges kHeadLinear
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> h;  // [n, dim], grow-only (trimmed at the end of a forward)
   h.grow(n * p.dim);

@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/moe_layer.h"
+#include "model/deepseek_v4/dispatch_profile.h"
 #include "model/deepseek_v4/linear.h"
 #include "ops/reference/moe.h"
 
@@ -54,10 +55,27 @@ void experts_per_token(const Execution& ex, const MoeWeights& w, float limit, in
   }
 }
 
+// Weight bytes one moe_layer call streams: every distinct routed expert of the batch once, and the
+// shared expert (the dispatch profile's bytes; bench only).
+int64_t expert_bytes(const MoeWeights& w, const int32_t* idx, int64_t n_idx) {
+  thread_local std::vector<int32_t> ids;
+  ids.assign(idx, idx + n_idx);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  int64_t bytes = 0;
+  for (const int32_t e : ids) {
+    const kernels::Fp4Expert& x = w.fp4_experts[static_cast<size_t>(e)];
+    bytes += kernels::fp4_weight_bytes(x.w1) + kernels::fp4_weight_bytes(x.w3) + kernels::fp4_weight_bytes(x.w2);
+  }
+  const kernels::Fp8Expert& s = w.fp8_shared;
+  return bytes + kernels::fp8_weight_bytes(s.w1) + kernels::fp8_weight_bytes(s.w3) + kernels::fp8_weight_bytes(s.w2);
+}
+
 }  // namespace
 
 void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const float* x, const int32_t* tokens,
                  int64_t n, float* out, int32_t* gate_idx, float* gate_w) {
+  const DispatchProfile::Scope timed(Phase::kMoeRoute);  // the gate linear inside charges kMoeGate
   const ModelConfig& c = ctx.cfg;
   const Execution& ex = ctx.exec;
   const int64_t E = c.n_routed_experts, K = c.n_activated_experts, d = c.dim;
@@ -106,6 +124,7 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
     kernels::MatmulOptions opt;
     opt.isa = ex.isa;
     opt.pool = ex.pool;
+    const DispatchProfile::Scope experts(Phase::kMoeExperts, DispatchProfile::active() ? expert_bytes(w, idx_p, n * K) : 0);
     kernels::moe_layer(mw, x, n, idx_p, wk_p, K, out, scratch, opt);
     return;
   }

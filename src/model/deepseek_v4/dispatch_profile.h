@@ -1,0 +1,93 @@
+// model/deepseek_v4: where a forward's wall time goes, from the calling thread's view — each weight
+// matmul dispatch by role (its weight bytes and time, so the bench prints its achieved GB/s) and the
+// serial phases between dispatches (attention core, mHC, routing, the rest). Off unless a bench installs
+// a DispatchProfile on the thread that calls Model::forward: then each scope costs two clock reads; off, one
+// thread-local load and a null test (serve never installs one).
+//
+// Time is exclusive: a scope entered inside another stops the outer one's clock until it leaves, so the
+// phases of a forward add up to its wall time. Only the installing thread records; pool workers running a
+// chunk that calls linear() (the reference backend's per-token experts) see no profile.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace dsv4::v4 {
+
+enum class Phase : int {
+  kOther,        // everything no scope names: embedding, block norms, step bookkeeping
+  kAttnLinear,   // attention's linears: wq_a/wkv/wq_b/wo_a/wo_b (FP8) with the indexer's and compressors' (BF16)
+  kAttnCore,     // the rest of attention: norms, RoPE, FP8 simulation, indexer top-k, compressor state, sparse core
+  kMhc,          // the blocks' mHC pre/post mixes
+  kMoeGate,      // the MoE gate linear (BF16)
+  kMoeRoute,     // sqrt-softplus, top-k, route weights
+  kMoeExperts,   // the routed FP4 experts and the FP8 shared expert (one kernels::moe_layer call)
+  kHeadLinear,   // the BF16 LM head
+  kHeadMix,      // the head's mHC mix and final norm
+  kCount,
+};
+
+const char* phase_name(Phase p);   // "attn_linear", ...: JSON keys
+bool phase_is_matmul(Phase p);     // the phases that stream weights (bytes > 0)
+
+struct PhaseTotals {
+  int64_t ns = 0;
+  int64_t bytes = 0;   // weight bytes the phase's dispatches read
+  int64_t calls = 0;   // dispatches (matmul phases) or scope entries
+};
+
+class DispatchProfile {
+ public:
+  void reset() { *this = DispatchProfile(); }
+  const PhaseTotals& totals(Phase p) const { return t_[static_cast<std::size_t>(p)]; }
+  int64_t total_ns() const;
+
+  // The profile installed on this thread (nullptr: none).
+  static DispatchProfile* active();
+
+  // Installs `p` on this thread for the scope's life (nullptr installs nothing); starts the kOther clock.
+  class Install {
+   public:
+    explicit Install(DispatchProfile* p);
+    ~Install();
+    Install(const Install&) = delete;
+    Install& operator=(const Install&) = delete;
+
+   private:
+    DispatchProfile* prev_;
+  };
+
+  // Charges the time until destruction to `phase` (exclusive of nested scopes), plus `bytes` of weights.
+  class Scope {
+   public:
+    explicit Scope(Phase phase, int64_t bytes = 0) : p_(active()) {
+      if (p_) p_->enter(phase, bytes);
+    }
+    ~Scope() {
+      if (p_) p_->leave();
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    DispatchProfile* p_;
+  };
+
+  // A weight matmul dispatch inside the current phase: attention's → kAttnLinear, the MoE's → kMoeGate,
+  // the head's → kHeadLinear, elsewhere → kOther.
+  static Phase matmul_phase();
+
+ private:
+  void enter(Phase phase, int64_t bytes);
+  void leave();
+  void charge(int64_t now);
+
+  std::array<PhaseTotals, static_cast<std::size_t>(Phase::kCount)> t_{};
+  static constexpr int kMaxDepth = 16;
+  std::array<Phase, kMaxDepth> stack_{};
+  int depth_ = 0;
+  int64_t last_ns_ = 0;
+};
+
+}  // namespace dsv4::v4

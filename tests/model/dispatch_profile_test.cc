@@ -1,0 +1,146 @@
+// tests/model: the forward's dispatch profile (model/deepseek_v4/dispatch_profile.h) on the tiny golden
+// checkpoint — each matmul phase charges exactly the weight bytes the checkpoint holds for its tensors
+// (summed from the safetensors table, an independent count), the scopes fire once per layer, the phases'
+// exclusive times add up to the profiled wall time, and profiling changes no logit bit.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "golden_case.h"
+#include "io/safetensors.h"
+#include "model/deepseek_v4/dispatch_profile.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace dsv4::test {
+namespace {
+
+using v4::DispatchProfile;
+using v4::Phase;
+
+std::filesystem::path checkpoint() { return shared_dir() / "golden/tiny/checkpoint"; }
+
+// Bytes of every tensor whose name starts with `prefix` and contains one of `parts` (weights and scales).
+int64_t tensor_bytes(const Checkpoint& ck, const std::string& prefix, std::initializer_list<const char*> parts) {
+  int64_t b = 0;
+  for (const TensorInfo& t : ck.tensors()) {
+    if (t.name.rfind(prefix, 0) != 0) continue;
+    for (const char* p : parts)
+      if (t.name.find(p) != std::string::npos && (t.name.ends_with(".weight") || t.name.ends_with(".scale"))) {
+        b += static_cast<int64_t>(t.data.size());
+        break;
+      }
+  }
+  return b;
+}
+
+std::unique_ptr<Model> load_cpu(int threads) {
+  ModelOptions o;
+  o.backend = Backend::kCpu;
+  o.isa = kernels::Isa::kAvx512;
+  o.threads = threads;
+  auto m = Model::load(checkpoint(), o);
+  EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+  return m.is_ok() ? std::move(m).value() : nullptr;
+}
+
+TEST(DispatchProfile, DecodeStepChargesEachRoleTheCheckpointsBytes) {
+  const auto ids = golden_tokens(24);
+  ASSERT_EQ(ids.size(), 24u);
+  auto ck = Checkpoint::open(checkpoint());
+  ASSERT_TRUE(ck.is_ok()) << ck.status().to_string();
+  for (int threads : {1, 2}) {  // 2: the fused one-dispatch path of linear_jobs; 1: linear() per job
+    auto m = load_cpu(threads);
+    ASSERT_TRUE(m);
+    const ModelConfig& c = m->config();
+    auto seq = m->new_sequence();
+    SequenceState* st[] = {seq.get()};
+    std::vector<BatchToken> prompt;
+    for (size_t i = 0; i + 1 < ids.size(); ++i) prompt.push_back({0, static_cast<int32_t>(i), ids[i], false});
+    ASSERT_TRUE(m->forward(prompt, st, nullptr).is_ok());
+    // The decode step twice on copies of the state: traced (for its routing), then profiled.
+    auto copy = std::make_unique<SequenceState>(*seq);
+    SequenceState* st2[] = {copy.get()};
+    const BatchToken tok{0, static_cast<int32_t>(ids.size() - 1), ids.back(), true};
+    ForwardTrace trace;
+    std::vector<float> traced, profiled;
+    ASSERT_TRUE(m->forward({&tok, 1}, st, &traced, nullptr, &trace).is_ok());
+    DispatchProfile prof;
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      const DispatchProfile::Install on(&prof);
+      ASSERT_TRUE(m->forward({&tok, 1}, st2, &profiled).is_ok());
+    }
+    const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(traced.size(), profiled.size());
+    EXPECT_EQ(std::memcmp(traced.data(), profiled.data(), traced.size() * sizeof(float)), 0) << "threads " << threads;
+
+    // Oracle: the checkpoint's own tensor sizes for each role.
+    int64_t attn = 0, gate = 0, experts = 0;
+    for (int64_t il = 0; il < c.n_layers; ++il) {
+      const std::string l = "layers." + std::to_string(il) + ".";
+      attn += tensor_bytes(*ck, l + "attn.", {"wq_a", "wq_b", "wkv", "wo_a", "wo_b", "weights_proj", "wgate"});
+      // Hash layers too: their route weights come from the gate's scores.
+      gate += tensor_bytes(*ck, l + "ffn.gate.", {"weight"});
+      experts += tensor_bytes(*ck, l + "ffn.shared_experts.", {"w1", "w2", "w3"});
+      std::set<int32_t> used(trace.layers[static_cast<size_t>(il)].gate_indices.begin(),
+                             trace.layers[static_cast<size_t>(il)].gate_indices.end());
+      for (int32_t e : used) experts += tensor_bytes(*ck, l + "ffn.experts." + std::to_string(e) + ".", {"w1", "w2", "w3"});
+    }
+    EXPECT_EQ(prof.totals(Phase::kAttnLinear).bytes, attn) << "threads " << threads;
+    EXPECT_EQ(prof.totals(Phase::kMoeGate).bytes, gate);
+    EXPECT_EQ(prof.totals(Phase::kMoeExperts).bytes, experts);
+    EXPECT_EQ(prof.totals(Phase::kHeadLinear).bytes, tensor_bytes(*ck, "head.", {"weight"}));
+    EXPECT_EQ(prof.totals(Phase::kOther).bytes, 0);
+    // One scope per layer (attention, routing, experts), two mHC mixes per sublayer, one head.
+    EXPECT_EQ(prof.totals(Phase::kAttnCore).calls, c.n_layers);
+    EXPECT_EQ(prof.totals(Phase::kMoeRoute).calls, c.n_layers);
+    EXPECT_EQ(prof.totals(Phase::kMoeExperts).calls, c.n_layers);
+    EXPECT_EQ(prof.totals(Phase::kMhc).calls, 4 * c.n_layers);
+    EXPECT_EQ(prof.totals(Phase::kHeadLinear).calls, 1);
+    EXPECT_EQ(prof.totals(Phase::kHeadMix).calls, 1);
+    // Exclusive times: they add up to the installed span, which the outer clock reads brackets.
+    EXPECT_GT(prof.total_ns(), 0);
+    EXPECT_LE(prof.total_ns(), wall);
+    for (int p = 0; p < static_cast<int>(Phase::kCount); ++p) EXPECT_GE(prof.totals(static_cast<Phase>(p)).ns, 0);
+  }
+}
+
+TEST(DispatchProfile, NestedScopesChargeExclusiveTime) {
+  const auto spin = [](int64_t ns) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  DispatchProfile prof;
+  {
+    const DispatchProfile::Install on(&prof);
+    const DispatchProfile::Scope outer(Phase::kAttnCore);
+    EXPECT_EQ(DispatchProfile::matmul_phase(), Phase::kAttnLinear);
+    {
+      const DispatchProfile::Scope inner(DispatchProfile::matmul_phase(), 1234);
+      spin(2'000'000);
+    }
+    spin(1'000'000);
+  }
+  // Lower bounds only (a spin lasts at least its span); the inner 2 ms is not in the outer phase's total.
+  EXPECT_GE(prof.totals(Phase::kAttnLinear).ns, 2'000'000);
+  EXPECT_GE(prof.totals(Phase::kAttnCore).ns, 1'000'000);
+  EXPECT_EQ(prof.totals(Phase::kAttnLinear).bytes, 1234);
+  EXPECT_EQ(prof.totals(Phase::kAttnLinear).calls, 1);
+  EXPECT_EQ(prof.total_ns(), prof.totals(Phase::kAttnLinear).ns + prof.totals(Phase::kAttnCore).ns +
+                                 prof.totals(Phase::kOther).ns);
+  // Outside an Install nothing is recorded, and no phase is current.
+  EXPECT_EQ(DispatchProfile::active(), nullptr);
+  EXPECT_EQ(DispatchProfile::matmul_phase(), Phase::kOther);
+  DispatchProfile idle;
+  { const DispatchProfile::Scope s(Phase::kMhc, 99); }
+  EXPECT_EQ(idle.total_ns(), 0);
+  EXPECT_EQ(prof.totals(Phase::kMhc).calls, 0);
+}
+
+}  // namespace
+}  // namespace dsv4::test

@@ -2,16 +2,20 @@
 #include "core/host_memory.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <algorithm>
+#include <filesystem>
+#include <limits>
 
 namespace dsv4 {
 namespace {
@@ -118,6 +122,40 @@ std::optional<uint64_t> parse_kb_field(std::string_view text, std::string_view k
 
 std::optional<uint64_t> mem_available_bytes() {
   return parse_kb_field(read_text("/proc/meminfo"), "MemAvailable:");
+}
+
+uint64_t lockable_bytes() {
+  // CapEff is a hex mask; CAP_IPC_LOCK is capability 14.
+  const std::string status = read_text("/proc/self/status");
+  if (const size_t at = status.find("CapEff:"); at != std::string::npos) {
+    const unsigned long long caps = std::strtoull(status.c_str() + at + 7, nullptr, 16);
+    if (caps & (1ull << 14)) return std::numeric_limits<uint64_t>::max();
+  }
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return 0;
+  if (lim.rlim_cur == RLIM_INFINITY) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(lim.rlim_cur);
+}
+
+uint64_t process_major_faults() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<uint64_t>(u.ru_majflt);
+}
+
+bool proactive_reclaim_active() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = "/sys/kernel/mm/damon/admin/kdamonds";
+  for (const auto& k : fs::directory_iterator(root, ec)) {
+    if (!k.is_directory(ec) || !read_text((k.path() / "state").c_str()).starts_with("on")) continue;
+    for (const auto& c : fs::directory_iterator(k.path() / "contexts", ec)) {
+      if (!c.is_directory(ec)) continue;
+      for (const auto& s : fs::directory_iterator(c.path() / "schemes", ec))
+        if (s.is_directory(ec) && read_text((s.path() / "action").c_str()).starts_with("pageout")) return true;
+    }
+  }
+  return false;
 }
 
 HugePageUsage process_huge_pages() {

@@ -74,6 +74,18 @@ HugePageUsage process_huge_pages();
 std::optional<uint64_t> anon_huge_bytes_at(const void* addr);
 std::optional<uint64_t> file_pmd_bytes_at(const void* addr);
 
+// Bytes this process may lock in memory (mlock): RLIMIT_MEMLOCK's soft limit, or UINT64_MAX when it is
+// unlimited or the process holds CAP_IPC_LOCK (which lifts the limit).
+uint64_t lockable_bytes();
+
+// Major page faults of this process so far (getrusage ru_majflt): a fault that had to read from disk.
+// Counted across a decode run, a non-zero delta on mapped weights means the kernel reclaimed them.
+uint64_t process_major_faults();
+
+// Whether the kernel pages out cold memory on its own: a DAMON kdamond that is on with a pageout scheme
+// (/sys/kernel/mm/damon/admin). Page cache a process stops mapping is then gone within minutes.
+bool proactive_reclaim_active();
+
 // "<Key>:   1234 kB" → bytes, for the line of `text` that starts with `key` (e.g. "MemAvailable:").
 std::optional<uint64_t> parse_kb_field(std::string_view text, std::string_view key);
 

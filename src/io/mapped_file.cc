@@ -1,4 +1,4 @@
-// io: a file in memory (POSIX): a read-only file mapping, optionally populated, or a huge-page copy.
+// io: a file in memory (POSIX): a read-only file mapping, optionally populated and locked, or a huge-page copy.
 #include "io/mapped_file.h"
 
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14+; older kernels answer EINVAL and we touch the pages instead
@@ -97,6 +98,8 @@ bool parse_residency(std::string_view text, Residency* out) {
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path& path, const FileLoadOptions& options) {
   if (options.chunk_bytes == 0) return invalid_argument("file.options", "MappedFile::open wants a non-zero chunk");
+  if (options.residency == Residency::kAuto)
+    return invalid_argument("file.options", "MappedFile::open wants mmap or copy (decide_residency resolves auto)");
   Fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0) {
     const int err = errno;
@@ -110,15 +113,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
   f->size_ = static_cast<uint64_t>(st.st_size);
   f->residency_ = options.residency == Residency::kCopy ? Residency::kCopy : Residency::kMmap;
   if (f->size_ == 0) return f;
-  if (options.residency != Residency::kCopy) {
+  if (options.residency == Residency::kMmap) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd.fd, 0);
     if (p == MAP_FAILED) {
       const int err = errno;
       return io_error("file.mmap", path.string() + ": mmap failed: " + std::strerror(err));
     }
     f->data_ = static_cast<const std::byte*>(p);  // the mapping keeps the file alive after close
-    const bool try_huge = options.residency == Residency::kAuto;
-    if (!options.populate && !try_huge) return f;
+    if (!options.populate) return f;
     // Pages the page cache does not hold yet are then read as 2 MiB folios (where the filesystem has
     // large folios) and mapped by PMD: the same TLB reach as a copy, without the copy. Pages already
     // cached on 4 KiB folios (e.g. a file written since boot) stay 4 KiB. Advisory: a refusal only
@@ -130,11 +132,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
       if (!policy.result()->applied) f->placement_note_ = policy.result()->note;
       DSV4_RETURN_IF_ERROR(populate(f->data_, f->size_, path));
     }
-    if (!try_huge) return f;
-    const auto pmd = file_pmd_bytes_at(f->data_);
-    if (pmd && static_cast<double>(*pmd) >= options.min_huge_share * static_cast<double>(f->size_)) return f;
-    ::munmap(p, f->size_);  // on 4 KiB pages: copy it instead
-    f->data_ = nullptr;
+    if (options.lock) {
+      // Pinned page-cache folios stay on the unevictable list until munmap: no reclaim, no refault.
+      if (::mlock(p, f->size_) == 0) {
+        f->locked_ = true;
+      } else {
+        const int err = errno;
+        f->lock_note_ = std::string("mlock failed: ") + std::strerror(err);
+      }
+    }
+    return f;
   }
   auto mem = PageMemory::allocate(f->size_, PageKind::kHuge);
   if (!mem.is_ok())
@@ -148,6 +155,16 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::filesystem::path
   f->data_ = f->copy_.data();
   f->residency_ = Residency::kCopy;
   return f;
+}
+
+std::optional<uint64_t> MappedFile::resident_bytes() const {
+  if (residency_ == Residency::kCopy || size_ == 0) return size_;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((size_ + page - 1) / page);
+  if (::mincore(const_cast<std::byte*>(data_), size_, in_core.data()) != 0) return std::nullopt;
+  uint64_t n = 0;
+  for (const unsigned char c : in_core) n += c & 1;
+  return std::min(n * page, size_);
 }
 
 MappedFile::~MappedFile() {

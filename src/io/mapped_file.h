@@ -1,8 +1,8 @@
 // io: a file's bytes in memory, read-only. Two residencies: a read-only file mapping (lazy: no byte is
-// read until touched; or populated at open so later reads never fault — on 2 MiB PMD mappings where the
-// page cache holds the file in 2 MiB folios), or a private copy in anonymous memory on 2 MiB huge pages
-// (fewer TLB misses when the bytes are streamed every decode step), read with pread and dropped from the
-// page cache as it goes. kAuto per file: the populated mapping when it came out on huge pages, else a copy.
+// read until touched; or populated at open so later reads do not fault, and optionally locked so the
+// kernel cannot reclaim them), or a private copy in anonymous memory on 2 MiB huge pages (fewer TLB misses
+// when the bytes are streamed every decode step; never reclaimed without swap), read with pread and
+// dropped from the page cache as it goes. Which one a checkpoint gets is io/residency_policy.h's call.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +20,8 @@
 
 namespace dsv4 {
 
-// How a checkpoint's bytes are resident. For a checkpoint, kAuto is first resolved by the loader
-// (safetensors.h: does it fit?); for one file it means "huge pages, by the cheapest route" (above).
+// How a checkpoint's bytes are resident. kAuto is resolved to one of the others by decide_residency
+// (io/residency_policy.h) before any file is opened; MappedFile::open refuses it.
 enum class Residency : uint8_t { kMmap, kCopy, kAuto };
 const char* residency_name(Residency r);
 bool parse_residency(std::string_view text, Residency* out);
@@ -29,10 +29,10 @@ bool parse_residency(std::string_view text, Residency* out);
 struct FileLoadOptions {
   Residency residency = Residency::kMmap;
   bool populate = false;                   // kMmap: fault every page in at open (MADV_POPULATE_READ)
+  // kMmap with populate: mlock the mapping after populating it, so reclaim cannot take its pages. A
+  // refusal (limit, no memory) is a note, not an error: the mapping stays as populated.
+  bool lock = false;
   uint64_t chunk_bytes = 64ull << 20;      // kCopy: pread size; each chunk read is dropped from the cache
-  // kAuto: keep the populated mapping when at least this share of it is PMD-mapped, else copy. Below
-  // 2 MiB nothing can be PMD-mapped, so small files are copied.
-  double min_huge_share = 0.9;
   // NUMA placement of the bytes (core/numa.h): the copy's pages are bound with mbind before they are
   // written; a populating mapping reads its page-cache folios under the same policy as the calling
   // thread's (folios the page cache already holds stay on their node). Default: the kernel's first touch.
@@ -52,6 +52,11 @@ class MappedFile {
   Residency residency() const { return residency_; }  // kMmap or kCopy, as it turned out
   // Empty, or why FileLoadOptions::placement could not be applied (a kernel or sandbox without NUMA).
   const std::string& placement_note() const { return placement_note_; }
+  bool locked() const { return locked_; }  // kMmap: mlocked at open
+  const std::string& lock_note() const { return lock_note_; }  // why FileLoadOptions::lock failed, or empty
+  // Bytes of the file in memory now: all of a copy; the pages of a mapping the page cache holds (mincore),
+  // which falls when the kernel reclaims them. nullopt where mincore fails.
+  std::optional<uint64_t> resident_bytes() const;
 
  private:
   MappedFile() = default;
@@ -60,6 +65,8 @@ class MappedFile {
   uint64_t size_ = 0;
   Residency residency_ = Residency::kMmap;
   std::string placement_note_;
+  bool locked_ = false;
+  std::string lock_note_;
   PageMemory copy_;  // kCopy: owns data_; kMmap: empty and data_ is a file mapping
 };
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/checked_math.h"
+#include "io/residency_policy.h"
 #include "io/strict_json.h"
 
 namespace dsv4 {
@@ -269,6 +270,16 @@ std::vector<AddressRange> Checkpoint::resident_ranges() const {
   return r;
 }
 
+std::optional<uint64_t> Checkpoint::resident_bytes() const {
+  uint64_t n = 0;
+  for (const auto& f : files_) {
+    const auto r = f->resident_bytes();
+    if (!r) return std::nullopt;
+    n += *r;
+  }
+  return n;
+}
+
 namespace {
 
 struct IndexFile {
@@ -323,25 +334,14 @@ Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint6
   c.requested = options.residency;
   c.file_bytes = file_bytes;
   c.mem_available = options.mem_available ? options.mem_available() : mem_available_bytes();
-  const bool fits = c.mem_available && static_cast<double>(file_bytes) <=
-                                           options.auto_copy_fraction * static_cast<double>(*c.mem_available);
-  switch (options.residency) {
-    case Residency::kCopy:
-      if (c.mem_available && file_bytes > *c.mem_available)
-        return resource_exhausted("checkpoint.copy_no_memory",
-                                  "copying the checkpoint needs " + std::to_string(file_bytes >> 20) + " MiB but only " +
-                                      std::to_string(*c.mem_available >> 20) +
-                                      " MiB are available; use --weights mmap (pages in on demand)");
-      c.resolved = Residency::kCopy;
-      break;
-    case Residency::kAuto:
-      c.resolved = fits ? Residency::kAuto : Residency::kMmap;
-      break;
-    case Residency::kMmap:
-      c.resolved = Residency::kMmap;
-      break;
-  }
-  c.populate = c.resolved == Residency::kMmap && options.populate && fits;
+  c.proactive_reclaim = proactive_reclaim_active();
+  const ResidencyFacts facts{file_bytes, c.mem_available, lockable_bytes(), c.proactive_reclaim};
+  DSV4_ASSIGN_OR_RETURN(const ResidencyDecision d,
+                        decide_residency({options.residency, options.populate, options.auto_copy_fraction}, facts));
+  c.resolved = d.resolved;
+  c.populate = d.populate;
+  c.lock = d.lock;
+  c.reason = d.reason;
   return c;
 }
 
@@ -385,6 +385,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, co
   FileLoadOptions load;
   load.residency = ck.residency_.resolved;
   load.populate = ck.residency_.populate;
+  load.lock = ck.residency_.lock;
   load.chunk_bytes = options.copy_chunk_bytes;
   load.placement = options.placement;
   ck.residency_.placement = options.placement;
@@ -406,6 +407,8 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir_or_file, co
     DSV4_ASSIGN_OR_RETURN(auto infos, SafetensorsFile::parse(mapped->bytes(), p.string()));
     (mapped->residency() == Residency::kCopy ? ck.residency_.copied_bytes : ck.residency_.mapped_bytes) += mapped->size();
     if (ck.residency_.placement_note.empty()) ck.residency_.placement_note = mapped->placement_note();
+    if (mapped->locked()) ck.residency_.locked_bytes += mapped->size();
+    if (ck.residency_.lock_note.empty()) ck.residency_.lock_note = mapped->lock_note();
     ck.shard_paths_.push_back(p);
     ck.files_.push_back(std::move(mapped));
     per_shard.push_back(std::move(infos));

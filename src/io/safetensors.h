@@ -54,21 +54,14 @@ class SafetensorsFile {
 // How Checkpoint::open holds the shards' bytes.
 struct CheckpointOptions {
   // kMmap: a read-only file mapping per shard. kCopy: a copy per shard in anonymous memory on huge pages
-  // (faster decode: fewer TLB misses; costs a read of the checkpoint at load and unreclaimable memory).
-  // kAuto: when the checkpoint fits comfortably (below), huge pages by the cheapest route per shard — the
-  // populated mapping where the page cache holds the shard in 2 MiB folios (PMD-mapped: no copy, loads
-  // in a blink when cached), else a copy; when it does not fit, a lazy mapping. Measured on the medium
-  // model (2 threads, load average 7-14): decode 2.35-2.99 tokens per CPU-second on PMD-mapped file
-  // folios, 2.72-2.85 on the copy, 2.08 on 4 KiB file pages; load 9-13 s mapped, 44-108 s copied.
+  // (faster decode: fewer TLB misses; never reclaimed; costs a read of the checkpoint at load). kAuto: a
+  // copy when it fits with margin, else a mapping (io/residency_policy.h says why, with measurements).
   Residency residency = Residency::kMmap;
-  // kMmap: fault every page in at open when the checkpoint fits comfortably, so decode never page-faults
-  // (a checkpoint that does not fit would evict its own pages: it stays lazy). Tools that only read the
-  // tensor table leave this off.
+  // A mapping: fault every page in at open when the checkpoint fits, so decode does not page-fault (a
+  // checkpoint that does not fit would evict its own pages: it stays lazy); kMmap then also mlocks it
+  // where the lock limit allows. Tools that only read the tensor table leave this off.
   bool populate = false;
-  // "Fits comfortably": total shard bytes <= auto_copy_fraction × MemAvailable. 0.75 leaves a quarter of
-  // what the kernel could give for the sequences' state pages, activations and the rest of the system
-  // (and MemAvailable already counts the checkpoint's own page cache, which a copy drops as it reads).
-  double auto_copy_fraction = 0.75;
+  double auto_copy_fraction = 0.75;  // ResidencyRequest::copy_fraction: the margin a copy must leave
   // MemAvailable in bytes (nullopt: unknown → kAuto maps, kCopy skips its memory check); tests inject a
   // limit. Default: /proc/meminfo.
   std::function<std::optional<uint64_t>()> mem_available;
@@ -82,17 +75,23 @@ struct ResidencyChoice {
   Residency requested = Residency::kMmap;
   Residency resolved = Residency::kMmap;  // per shard: kMmap, kCopy, or kAuto (huge mapping, else copy)
   bool populate = false;                  // kMmap: pages faulted in at open
+  bool lock = false;                      // kMmap: mlock asked (populate implied)
+  std::string reason;                     // why this mode, in words (ResidencyDecision::reason)
+  bool proactive_reclaim = false;         // the host pages out cold memory (host_memory.h)
   uint64_t file_bytes = 0;                // all shards' file sizes
   std::optional<uint64_t> mem_available;  // as read at open
   // As it turned out (Checkpoint::open): bytes of shards held as copies and as file mappings.
   uint64_t copied_bytes = 0, mapped_bytes = 0;
+  uint64_t locked_bytes = 0;  // of mapped_bytes, mlocked
+  std::string lock_note;      // empty, or why a shard could not be locked (first shard that said so)
   MemoryPlacement placement;   // as asked (CheckpointOptions::placement)
   std::string placement_note;  // empty, or why the placement was not applied (first shard that said so)
 };
 // "copy", "mmap", or "mixed" (some shards of each) — how a checkpoint's bytes ended up.
 const char* resident_mode_name(const ResidencyChoice& c);
-// The decision alone (no file is touched): kCopy with file_bytes > MemAvailable is kResourceExhausted
-// (rule "checkpoint.copy_no_memory", hint: --weights mmap) before any byte is read.
+// The decision alone (no file is touched): decide_residency over this host's facts (MemAvailable from
+// options.mem_available, the lock limit, proactive reclaim). kCopy with file_bytes > MemAvailable is
+// kResourceExhausted (rule "checkpoint.copy_no_memory", hint: --weights mmap) before any byte is read.
 Result<ResidencyChoice> choose_residency(const CheckpointOptions& options, uint64_t file_bytes);
 
 // A model's weights: DIR/model.safetensors.index.json + shards, or DIR/*.safetensors, or one file.
@@ -108,6 +107,9 @@ class Checkpoint {
   uint64_t total_bytes() const;
   // The shards' bytes in memory, [begin, end) per shard: where to look up which node holds the weights.
   std::vector<AddressRange> resident_ranges() const;
+  // Bytes of the shards in memory now (MappedFile::resident_bytes summed): below total_bytes() on a
+  // mapping the kernel has reclaimed from (or a lazy one not yet read); nullopt where unknown.
+  std::optional<uint64_t> resident_bytes() const;
 
   // Loading progress (a progress bar): once set, find() reports each tensor the first time it is
   // looked up, as (bytes of the tensors reached so far, total_bytes()). A loader that decodes tensors

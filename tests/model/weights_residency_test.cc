@@ -1,9 +1,14 @@
 // tests/model: the model computes the same logits whatever the weights' residency — a huge-page copy,
-// a populated mapping or a lazy one (ModelOptions::weights) — bit for bit, on the golden tiny model.
+// a populated mapping or a lazy one (ModelOptions::weights) — bit for bit, on the golden tiny model; and
+// the default (auto, this host's real memory figures) loads in the mode the policy names and meets the
+// golden prefill logits (golden/README.md thresholds).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "io/npy.h"
+#include "io/residency_policy.h"
+#include "golden_metrics.h"
 #include "model/model.h"
 #include "golden_case.h"
 #include "test_util.h"
@@ -53,6 +58,50 @@ TEST(WeightsResidency, CopyAndMmapGiveIdenticalLogits) {
   ASSERT_EQ(lazy.logits.size(), copy.logits.size());
   EXPECT_EQ(std::memcmp(copy.logits.data(), mapped.logits.data(), copy.logits.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(copy.logits.data(), lazy.logits.data(), copy.logits.size() * sizeof(float)), 0);
+}
+
+// The default options, nothing injected: auto decides from this host's MemAvailable, lock limit and reclaim.
+TEST(WeightsResidency, AutoLoadsInThePolicysModeAndMeetsTheGoldens) {
+  ModelOptions o;
+  o.threads = 2;
+  o.isa = kernels::Isa::kAvx512;
+  auto m = Model::load(tiny_dir(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  const ResidencyChoice& c = (*m)->weights().checkpoint->residency();
+  EXPECT_EQ(c.requested, Residency::kAuto);
+  // The same facts through the policy give the mode the loader took (and the reason it reports).
+  auto want = decide_residency({Residency::kAuto, true, 0.75},
+                               {c.file_bytes, c.mem_available, lockable_bytes(), c.proactive_reclaim});
+  ASSERT_TRUE(want.is_ok());
+  EXPECT_EQ(c.resolved, want->resolved);
+  EXPECT_EQ(c.populate, want->populate);
+  EXPECT_EQ(c.reason, want->reason);
+  EXPECT_FALSE(c.reason.empty());
+  // How the bytes ended up agrees with the decision, all of them in memory.
+  EXPECT_EQ(c.resolved == Residency::kCopy ? c.copied_bytes : c.mapped_bytes, c.file_bytes);
+  if (c.resolved == Residency::kCopy || c.populate) {
+    EXPECT_EQ((*m)->weights().checkpoint->resident_bytes(), c.file_bytes);
+  }
+
+  const std::vector<int32_t> ids = test::golden_tokens(1u << 20);  // all of them
+  auto golden = read_npy(test::shared_dir() / "golden/tiny/golden/prefill_logits.npy");
+  ASSERT_TRUE(golden.is_ok()) << golden.status().to_string();
+  ASSERT_FALSE(ids.empty());
+  auto s = (*m)->new_sequence();
+  SequenceState* st[] = {s.get()};
+  std::vector<BatchToken> b;
+  for (size_t i = 0; i < ids.size(); ++i) b.push_back({0, static_cast<int32_t>(i), ids[i], true});
+  std::vector<float> logits;
+  ASSERT_TRUE((*m)->forward(b, st, &logits).is_ok());
+  const int64_t vocab = (*m)->config().vocab_size;
+  ASSERT_EQ(logits.size(), ids.size() * static_cast<size_t>(vocab));
+  const auto stats = test::compare_logits(logits, golden->to_f32(), vocab, static_cast<int64_t>(ids.size()));
+  EXPECT_GE(stats.top1, 0.70);  // golden/README.md: gross-breakage floors, as golden_end_to_end_test
+  EXPECT_LE(stats.mean_abs, 0.25);
+  // And bit for bit what an explicit copy computes (the same kernels, only the bytes' home differs).
+  const PrefillRun copy = prefill(Residency::kCopy, true, ids);
+  ASSERT_EQ(copy.logits.size(), logits.size());
+  EXPECT_EQ(std::memcmp(copy.logits.data(), logits.data(), logits.size() * sizeof(float)), 0);
 }
 
 TEST(WeightsResidency, ModelsDefaultToAutoAndTheReferenceBackendMaps) {

@@ -1,5 +1,6 @@
 // unit: checkpoint residency (io/safetensors.h CheckpointOptions) — a huge-page copy and a file mapping
-// hold byte-identical tensors; auto picks by the (injected) available memory; a copy that cannot fit is a
+// hold byte-identical tensors; auto picks by the (injected) available memory (the policy itself:
+// residency_policy_test.cc); resident bytes and mlock as reported; a copy that cannot fit is a
 // clear kResourceExhausted before any byte is read; a truncated or corrupt shard is the same error in
 // every mode (one validation path). Also the page-memory helpers the copy and the probe stand on.
 #include <gtest/gtest.h>
@@ -41,23 +42,29 @@ TEST(CheckpointResidency, AutoCopiesOnlyWhatFitsComfortably) {
   auto tiny = choose_residency(with(Residency::kAuto, 4096), file);
   auto unknown = choose_residency(with(Residency::kAuto, std::nullopt), file);
   ASSERT_TRUE(big.is_ok() && small.is_ok() && tiny.is_ok() && unknown.is_ok());
-  EXPECT_EQ(big->resolved, Residency::kAuto);  // per shard: a huge-page mapping, else a copy
+  EXPECT_EQ(big->resolved, Residency::kCopy);
+  EXPECT_NE(big->reason.find("auto: copy"), std::string::npos) << big->reason;
   EXPECT_EQ(small->resolved, Residency::kMmap);
-  EXPECT_FALSE(small->populate);  // does not fit: faulting it all in would evict its own pages
+  EXPECT_TRUE(small->populate);  // fits in MemAvailable, not with the margin: mapped and faulted in
+  EXPECT_FALSE(small->lock);
   EXPECT_EQ(tiny->resolved, Residency::kMmap);
+  EXPECT_FALSE(tiny->populate);  // does not fit: faulting it all in would evict its own pages
   EXPECT_EQ(unknown->resolved, Residency::kMmap);  // no figure: the mapping is the safe choice
   EXPECT_EQ(big->requested, Residency::kAuto);
   EXPECT_EQ(big->file_bytes, file);
   EXPECT_EQ(big->mem_available, 1334ull << 20);
+  EXPECT_EQ(big->proactive_reclaim, proactive_reclaim_active());
 
-  // mmap populates when it fits, and only when asked.
+  // mmap populates when it fits, and only when asked; it locks where this process's limit allows.
   auto mm = choose_residency(with(Residency::kMmap, 1334ull << 20), file);
   ASSERT_TRUE(mm.is_ok());
   EXPECT_EQ(mm->resolved, Residency::kMmap);
   EXPECT_TRUE(mm->populate);
+  EXPECT_EQ(mm->lock, lockable_bytes() >= file);
   CheckpointOptions lazy = with(Residency::kMmap, 1334ull << 20);
   lazy.populate = false;
   EXPECT_FALSE(choose_residency(lazy, file)->populate);
+  EXPECT_FALSE(choose_residency(lazy, file)->lock);
 }
 
 TEST(CheckpointResidency, CopyThatCannotFitIsAClearErrorBeforeReading) {
@@ -80,14 +87,14 @@ TEST(CheckpointResidency, CopyThatCannotFitIsAClearErrorBeforeReading) {
 // Every tensor of the golden checkpoint: same names, dtypes, shapes, shards and bytes in both modes.
 TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   auto mm = Checkpoint::open(golden_dir(), with(Residency::kMmap, 64ull << 30));
-  auto auto_huge = Checkpoint::open(golden_dir(), with(Residency::kAuto, 64ull << 30));
+  auto auto_copy = Checkpoint::open(golden_dir(), with(Residency::kAuto, 64ull << 30));
   auto auto_map = Checkpoint::open(golden_dir(), with(Residency::kAuto, 4096));
   // An odd chunk size: reads straddle pages and end short of the file, so chunk edges are exercised.
   CheckpointOptions odd = with(Residency::kCopy, std::nullopt);
   odd.copy_chunk_bytes = 4096 * 3 + 17;
   auto chunked = Checkpoint::open(golden_dir(), odd);
   ASSERT_TRUE(mm.is_ok()) << mm.status().to_string();
-  ASSERT_TRUE(auto_huge.is_ok()) << auto_huge.status().to_string();
+  ASSERT_TRUE(auto_copy.is_ok()) << auto_copy.status().to_string();
   ASSERT_TRUE(auto_map.is_ok()) << auto_map.status().to_string();
   ASSERT_TRUE(chunked.is_ok()) << chunked.status().to_string();
   const uint64_t file_bytes = golden_file_bytes();
@@ -95,9 +102,8 @@ TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   EXPECT_TRUE(mm->residency().populate);
   EXPECT_EQ(mm->residency().mapped_bytes, file_bytes);
   EXPECT_STREQ(resident_mode_name(mm->residency()), "mmap");
-  EXPECT_EQ(auto_huge->residency().resolved, Residency::kAuto);
-  // Each shard mapped (its page cache on 2 MiB folios) or copied, depending on this machine's cache.
-  EXPECT_EQ(auto_huge->residency().copied_bytes + auto_huge->residency().mapped_bytes, file_bytes);
+  EXPECT_EQ(auto_copy->residency().resolved, Residency::kCopy);
+  EXPECT_EQ(auto_copy->residency().copied_bytes, file_bytes);
   EXPECT_EQ(auto_map->residency().resolved, Residency::kMmap);
   EXPECT_EQ(auto_map->residency().mapped_bytes, file_bytes);
   EXPECT_EQ(chunked->residency().resolved, Residency::kCopy);
@@ -105,8 +111,10 @@ TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   EXPECT_EQ(chunked->residency().mapped_bytes, 0u);
   EXPECT_STREQ(resident_mode_name(chunked->residency()), "copy");
   EXPECT_EQ(mm->residency().file_bytes, file_bytes);
+  EXPECT_EQ(mm->resident_bytes(), file_bytes);  // populated: every page in memory
+  EXPECT_EQ(chunked->resident_bytes(), file_bytes);
 
-  for (const Checkpoint* c : {&*auto_huge, &*auto_map, &*chunked}) {
+  for (const Checkpoint* c : {&*auto_copy, &*auto_map, &*chunked}) {
     ASSERT_EQ(c->tensors().size(), mm->tensors().size());
     for (size_t i = 0; i < c->tensors().size(); ++i) {
       const TensorInfo &a = mm->tensors()[i], &b = c->tensors()[i];
@@ -130,27 +138,49 @@ TEST(CheckpointResidency, CopyAndMmapHoldIdenticalTensors) {
   EXPECT_NE(first->data.data(), mm->find(first->name)->data.data());
 }
 
-// One file, kAuto: the populated mapping is kept when enough of it is PMD-mapped, else it is copied.
-// The share is forced both ways here, since whether this machine's page cache holds the file in 2 MiB
-// folios depends on its kernel, filesystem and history.
-TEST(CheckpointResidency, AutoKeepsAHugeMappingElseCopies) {
+// One file: auto is the checkpoint policy's to resolve, so MappedFile refuses it; a populated mapping
+// is all resident (mincore), a lazy one only what has been read, a copy always all; a locked mapping is
+// reported as locked (this process's lock limit allowing) and holds the same bytes.
+TEST(CheckpointResidency, ResidentBytesAndLock) {
   const auto shard = golden_dir() / "model-00001-of-00002.safetensors";
+  const uint64_t size = std::filesystem::file_size(shard);
+  FileLoadOptions auto_opt;
+  auto_opt.residency = Residency::kAuto;
+  auto refused = MappedFile::open(shard, auto_opt);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().rule(), "file.options");
+
+  FileLoadOptions populated;
+  populated.populate = true;
+  FileLoadOptions locked = populated;
+  locked.lock = true;
+  FileLoadOptions copy;
+  copy.residency = Residency::kCopy;
   auto plain = MappedFile::open(shard);
-  FileLoadOptions keep;
-  keep.residency = Residency::kAuto;
-  keep.min_huge_share = 0.0;
-  FileLoadOptions copy = keep;
-  copy.min_huge_share = 1.01;  // never reached: always copies
-  auto kept = MappedFile::open(shard, keep);
-  auto copied = MappedFile::open(shard, copy);
-  ASSERT_TRUE(plain.is_ok() && kept.is_ok() && copied.is_ok());
-  EXPECT_EQ((*plain)->residency(), Residency::kMmap);
-  EXPECT_EQ((*kept)->residency(), Residency::kMmap);
-  EXPECT_EQ((*copied)->residency(), Residency::kCopy);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>((*copied)->bytes().data()) % kHugePageBytes, 0u);
-  ASSERT_EQ((*copied)->size(), std::filesystem::file_size(shard));
-  for (const auto* f : {&kept, &copied})
-    EXPECT_EQ(std::memcmp((**f)->bytes().data(), (*plain)->bytes().data(), (*plain)->size()), 0);
+  auto pop = MappedFile::open(shard, populated);
+  auto lk = MappedFile::open(shard, locked);
+  auto cp = MappedFile::open(shard, copy);
+  ASSERT_TRUE(plain.is_ok() && pop.is_ok() && lk.is_ok() && cp.is_ok());
+  EXPECT_EQ((*pop)->resident_bytes(), size);
+  EXPECT_EQ((*cp)->resident_bytes(), size);
+  EXPECT_FALSE((*pop)->locked());
+  EXPECT_FALSE((*cp)->locked());
+  // The lazy mapping: at most the file, and (the first page's byte read) at least one page.
+  volatile std::byte first = (*plain)->bytes()[0];
+  (void)first;
+  const auto lazy = (*plain)->resident_bytes();
+  ASSERT_TRUE(lazy.has_value());
+  EXPECT_GE(*lazy, 1u);
+  EXPECT_LE(*lazy, size);
+  if (lockable_bytes() >= size) {
+    EXPECT_TRUE((*lk)->locked()) << (*lk)->lock_note();
+    EXPECT_TRUE((*lk)->lock_note().empty());
+    EXPECT_EQ((*lk)->resident_bytes(), size);
+  } else {
+    EXPECT_EQ((*lk)->locked(), (*lk)->lock_note().empty());
+  }
+  for (const auto* f : {&pop, &lk, &cp})
+    EXPECT_EQ(std::memcmp((**f)->bytes().data(), (*plain)->bytes().data(), size), 0);
 }
 
 // A copy of the golden checkpoint with one shard damaged by `damage`.

@@ -98,9 +98,13 @@ nlohmann::json residency_report(const ResidencyChoice& c, double load_seconds) {
                       {"copied_bytes", c.copied_bytes},
                       {"mapped_bytes", c.mapped_bytes},
                       {"populated", c.populate},
+                      {"locked_bytes", c.locked_bytes},
+                      {"reason", c.reason},
+                      {"proactive_reclaim", c.proactive_reclaim},
                       {"checkpoint_bytes", c.file_bytes},
                       {"load_seconds", load_seconds}};
   if (c.mem_available) j["mem_available_bytes"] = *c.mem_available;
+  if (!c.lock_note.empty()) j["lock_note"] = c.lock_note;
   const HugePageUsage u = process_huge_pages();
   if (u.known) {
     j["anon_huge_bytes"] = u.anon_huge_bytes;
@@ -119,7 +123,27 @@ void print_residency(const nlohmann::json& w) {
   if (w.contains("anon_huge_bytes"))
     std::printf("; process huge pages: %.2f GiB anon, %.2f GiB file", w["anon_huge_bytes"].get<double>() / kGiB,
                 w["file_huge_bytes"].get<double>() / kGiB);
-  std::printf("\n");
+  std::printf("\n  why: %s\n", w["reason"].get<std::string>().c_str());
+  if (w["locked_bytes"].get<uint64_t>() > 0) std::printf("  locked: %.2f GiB\n", w["locked_bytes"].get<double>() / kGiB);
+  if (w.contains("lock_note")) std::printf("  not locked: %s\n", w["lock_note"].get<std::string>().c_str());
+}
+
+// Whether the kernel took weight pages back while the model ran: the checkpoint's bytes in memory
+// (mincore over a mapping; all of a copy) and the process's major faults (reads from disk) since load.
+// On mapped weights, resident bytes falling or faults climbing mean decode is re-reading the file.
+void check_reclaim(const Checkpoint& ck, uint64_t faults_at_load, nlohmann::json* w, bool quiet) {
+  const uint64_t faults = process_major_faults() - faults_at_load;
+  (*w)["major_faults_since_load"] = faults;
+  const auto resident = ck.resident_bytes();
+  if (resident) (*w)["resident_bytes_end"] = *resident;
+  if (quiet) return;
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  const bool reclaimed = ck.residency().mapped_bytes > 0 && (faults > 0 || (resident && *resident < ck.total_bytes()));
+  std::printf("model weights after the runs: %.2f of %.2f GiB resident%s, %llu major faults since load%s\n",
+              resident ? static_cast<double>(*resident) / kGiB : 0.0, static_cast<double>(ck.total_bytes()) / kGiB,
+              resident ? "" : " (unknown)", static_cast<unsigned long long>(faults),
+              reclaimed ? " (the kernel reclaimed mapped weights: decode re-read them from disk; --weights copy avoids it)"
+                        : "");
 }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
@@ -196,6 +220,7 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
   j["dense_weight_bytes_per_step"] = wb.dense;
   j["weights"] = residency_report(model->weights().checkpoint->residency(), load_seconds);
   if (!opt.quiet) print_residency(j["weights"]);
+  const uint64_t faults_at_load = process_major_faults();
   // Where the threads run and the weights live (core/numa.h): bytes per node from /proc/self/numa_maps.
   j["numa"] = {{"plan", describe_plan(model->numa_plan())}, {"summary", model->placement_summary()}};
   if (const auto per_node = model->weight_bytes_per_node()) {
@@ -371,6 +396,7 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     rows.push_back(row);
   }
   j["decode"] = rows;
+  check_reclaim(*model->weights().checkpoint, faults_at_load, &j["weights"], opt.quiet);
   return j;
 }
 

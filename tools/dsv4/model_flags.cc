@@ -16,10 +16,12 @@ const char* model_flags_usage() {
          "                best. Below amx, a row's logits do not depend on the rest of the batch, so serve and\n"
          "                generate-batch default to avx512 (the best below amx); the others to auto\n"
          "  --weights W   how the checkpoint is held in memory: copy (read into anonymous memory on 2 MiB huge\n"
-         "                pages: fewer TLB misses, faster decode; load reads the whole checkpoint once), mmap (a\n"
-         "                read-only file mapping, faulted in at load when it fits in memory; for checkpoints near\n"
-         "                or above RAM) or auto (default: when it takes at most 3/4 of MemAvailable, each shard\n"
-         "                mapped where the page cache gives it 2 MiB pages, else copied; otherwise mmap)\n";
+         "                pages: never reclaimed without swap, fewer TLB misses; load reads the whole checkpoint),\n"
+         "                mmap (a read-only file mapping, faulted in at load and mlocked when it fits and the lock\n"
+         "                limit allows; shares the page cache; for checkpoints near or above RAM) or auto\n"
+         "                (default: copy when it takes at most 3/4 of MemAvailable; else mmap, faulted in when it\n"
+         "                fits at all, lazy when it does not). The bench prints the choice and why, and after\n"
+         "                its runs the weights' resident bytes and major faults (mapped weights reclaimed)\n";
 }
 
 Result<Residency> parse_weights_flag(const Args& a) {

@@ -289,6 +289,16 @@ const int kRegistered = [] {
                                    [=](benchmark::State& s) { bf16_case(s, isa, 128, 4096, m); });
       benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/256x4096").c_str(),
                                    [=](benchmark::State& s) { fp8_case(s, isa, 256, 4096, m); });
+      // Same weight bytes at K = 1024: 8 tokens' activations (32 KB) fit in L1, so against the 4096-column
+      // case this shows what re-reading them from L2 costs.
+      if (isa == Isa::kAvx512 && m <= 8) {
+        benchmark::RegisterBenchmark(("bf16_gemm/" + tag + mm + "/512x1024").c_str(),
+                                     [=](benchmark::State& s) { bf16_case(s, isa, 512, 1024, m); });
+        benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/1024x1024").c_str(),
+                                     [=](benchmark::State& s) { fp8_case(s, isa, 1024, 1024, m); });
+        benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/2048x1024").c_str(),
+                                     [=](benchmark::State& s) { fp4_case(s, isa, 2048, 1024, m); });
+      }
     }
   }
   if (dsv4::kernels::isa_supported(Isa::kAmx))

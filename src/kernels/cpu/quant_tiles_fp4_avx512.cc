@@ -77,13 +77,18 @@ inline void chunk(const Fp4Tile& t, int64_t b, int64_t blocks, __m512 lut, __m51
 #pragma GCC unroll 8
   for (int j = 0; j < T; ++j) {
     const float* xc = t.x + j * t.ldx + b * 32;  // chunk b/4: 8 planes of 16 floats
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512 p = _mm512_mul_ps(w[r][0], _mm512_loadu_ps(xc));
+    // Each activation plane is loaded once for all R rows (a load folded into every row's FMA made two
+    // rows issue 16 loads per token, which with the decode saturated both load ports at 2 tokens).
+    __m512 p[R];
 #pragma GCC unroll 8
-      for (int q = 1; q < 8; ++q) p = _mm512_fmadd_ps(w[r][q], _mm512_loadu_ps(xc + 16 * q), p);
-      acc[r][j] = _mm512_fmadd_ps(p, sv[r], acc[r][j]);
+    for (int q = 0; q < 8; ++q) {
+      __m512 xq = _mm512_loadu_ps(xc + 16 * q);
+      asm("" : "+v"(xq));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) p[r] = q == 0 ? _mm512_mul_ps(w[r][0], xq) : _mm512_fmadd_ps(w[r][q], xq, p[r]);
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(p[r], sv[r], acc[r][j]);
   }
 }
 

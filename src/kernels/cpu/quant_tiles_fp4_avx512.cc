@@ -18,7 +18,9 @@
 // The loop runs whole 16-block groups (one scale load per row, the four chunks' scale lanes fixed, no
 // per-chunk tail or group tests: those scalar uops share ports 0 and 5 with the vector work).
 // Measured per 64 bytes of a row, weights and activations in L1, one core: 16 / 25 / 42 cycles at
-// 1 / 2 / 4 tokens, against 21 / 30 / 51 for the bf16 dot-product tile it replaced.
+// 1 / 2 / 4 tokens, against 21 / 30 / 51 for the bf16 dot-product tile it replaced; loading each
+// activation plane once for both rows (not folded into each row's FMA) then took 2 and 4 tokens to
+// ~20 / ~37 (512×4096 cached, CPU time at the 3.4 GHz the FMA probe implies; T = 1 unchanged at ~14.5).
 // Tried and dropped: the even planes as loads at byte offsets 1..3 instead of shifts (the loads split
 // cache lines: 22 cycles), and two or four partial chains per token (more uops, no latency was exposed).
 // Compiled for its ISA with a target pragma; called only after runtime detection of AVX-512.

@@ -61,6 +61,20 @@ std::optional<std::map<int, uint64_t>> Model::weight_bytes_per_node() const {
   return resident_bytes_per_node(ranges);
 }
 
+std::string Model::weights_summary() const {
+  if (!weights_->checkpoint) return {};
+  const ResidencyChoice& c = weights_->checkpoint->residency();
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s, %.2f GiB", resident_mode_name(c), static_cast<double>(c.file_bytes) / (1 << 30));
+  std::string s = std::string(buf) + (c.populate ? " (populated)" : "") + ": " + c.reason;
+  if (c.locked_bytes > 0) {
+    std::snprintf(buf, sizeof(buf), "; %.2f GiB locked", static_cast<double>(c.locked_bytes) / (1 << 30));
+    s += buf;
+  }
+  if (!c.lock_note.empty()) s += "; not locked: " + c.lock_note;
+  return s;
+}
+
 std::string Model::placement_summary() const {
   std::string s = numa_topology_.nodes.empty() ? std::string("topology not read") : describe_topology(numa_topology_);
   s += "; " + describe_plan(numa_plan_);

@@ -94,6 +94,9 @@ class Model {
   // cpus 0-15 (16), node1 cpus 16-31 (16); distribute: 32 threads (16 on node0, 16 on node1), weights
   // interleave over nodes 0-1; weights resident: node0 5.20 GiB, node1 5.20 GiB".
   std::string placement_summary() const;
+  // How the weights are held and why (io/residency_policy.h), one line for startup output:
+  // "copy, 10.43 GiB: auto: copy (...)"; a mapping's locked bytes and lock failure are added.
+  std::string weights_summary() const;
 
   const ModelConfig& config() const { return ctx_.cfg; }
   const v4::ModelContext& context() const { return ctx_; }

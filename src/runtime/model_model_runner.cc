@@ -93,6 +93,7 @@ ModelModelRunner::ModelModelRunner(std::unique_ptr<Model> model, int32_t max_rol
   info_.max_rollback = max_rollback;
   info_.has_mtp = has_mtp_;
   info_.placement = model_->placement_summary();
+  info_.weights = model_->weights_summary();
   info_.footprint = model_state_footprint(c, model_->kv_pages().page_rows());
   checkpoint_interval_ = default_checkpoint_interval(c);
   info_.checkpoint_bytes = checkpoint_state_bytes(c, model_->kv_pages().page_rows(), checkpoint_interval_,

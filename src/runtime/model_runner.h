@@ -88,6 +88,8 @@ struct RunnerInfo {
   // Where the model's threads run and its weights live (NUMA nodes, plan, resident bytes per node), one
   // line for startup output; empty where the runner has no such notion.
   std::string placement;
+  // How the weights are held in memory and why (Model::weights_summary), one line; empty where unknown.
+  std::string weights;
 };
 
 class ModelRunner {

@@ -96,6 +96,8 @@ Result<ServeBackend> load_model_backend(const BackendOptions& options) {
   if (options.progress_bar) bar.update(1, 1);  // tensors the loader never looked up count as read
   if (options.progress_bar && !(*runner)->info().placement.empty())
     std::fprintf(stderr, "dsv4 serve: numa: %s\n", (*runner)->info().placement.c_str());
+  if (options.progress_bar && !(*runner)->info().weights.empty())
+    std::fprintf(stderr, "dsv4 serve: weights: %s\n", (*runner)->info().weights.c_str());
 
   EngineOptions eo;
   eo.core.max_running = options.max_concurrency;

@@ -77,6 +77,10 @@ TEST(WeightsResidency, AutoLoadsInThePolicysModeAndMeetsTheGoldens) {
   EXPECT_EQ(c.populate, want->populate);
   EXPECT_EQ(c.reason, want->reason);
   EXPECT_FALSE(c.reason.empty());
+  // The startup line (serve prints it): the mode as it turned out, then the same reason.
+  const std::string summary = (*m)->weights_summary();
+  EXPECT_EQ(summary.rfind(resident_mode_name(c), 0), 0u) << summary;
+  EXPECT_NE(summary.find(c.reason), std::string::npos) << summary;
   // How the bytes ended up agrees with the decision, all of them in memory.
   EXPECT_EQ(c.resolved == Residency::kCopy ? c.copied_bytes : c.mapped_bytes, c.file_bytes);
   if (c.resolved == Residency::kCopy || c.populate) {

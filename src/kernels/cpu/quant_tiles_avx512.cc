@@ -92,6 +92,14 @@ inline void fp8_scale_add(const Fp8Tile& t, int64_t kb, __m512 (&part)[R][T], __
 // Rows × tokens of FP8 on fp32 FMAs. The accumulators stay in registers up to 8 of them; past that
 // (2 rows × 5..8 tokens) the 16 block partial sums, 4 weight and 2 activation vectors fill the register
 // file, and the accumulators live in memory, touched once per 128-K block rather than per FMA.
+// At 8 tokens the tile is bound by the vector ports, not by loads: per 64 codes of a row, 32 FMAs, 16
+// decode uops and 4 scale FMAs (~26 cycles) against ~34 measured (256×4096 cached), and K = 1024, whose
+// 8 activation rows stay in L1, runs no faster than K = 4096, whose rows come from L2. Tried and
+// dropped: an AVX512_VBMI decode (two vpermi2b byte-table lookups for bytes 2 and 3 of the fp32, a
+// ternlog for the sign, four zero-masked vpermi2b to spread them in natural order: 7 instructions per
+// 64 codes, the same values and bits) ran 1.10-1.17x slower at 1..8 tokens here (whole tile, its loop
+// restructured to 64-code steps; the two parts not timed apart), vpermi2b being 3 uops on Intel cores;
+// worth re-measuring on Zen 4/5, where it is cheaper.
 template <int R, int T>
 void fp8_tile(Fp8Tile& t) {
   constexpr bool kAccInRegs = R * T <= 8;
@@ -135,6 +143,11 @@ void fp8_tile(Fp8Tile& t) {
 // 24 with 10 at ~70%), hence 4 rows and up to 6 tokens per pass (24 accumulators + 4 weights + 1
 // activation in 32 registers). Full 16-wide steps use plain loads; only the last partial step is masked
 // (a zero-masked load adds an ALU uop on the FMA ports).
+// Tried at 8 tokens (decoding each row once, not twice as 4 + 4 does): 2 rows × 8 tokens per pass ran
+// 1.09x slower at K = 4096 (every pair re-reads 8 activation rows from L2) and equal at K = 1024; a 6-row
+// tile run as 3 + 3 rows × 8 tokens gained 1.03-1.05x at 8 tokens but its 4 + 2 split cost 1.1-1.2x at
+// 1..4 tokens (a 2-row pass at 1 token leaves 2 FMA chains to hide a 4-cycle latency); 3 + 1 rows × 8
+// tokens ran 1.15x slower at K = 4096 (the 1-row pass loads an activation per FMA).
 template <int R, int T, bool kMasked>
 inline void bf16_step(const uint16_t* const* w, const float* x, int64_t ldx, int64_t k, __mmask16 m,
                       __m512 (&acc)[R][T]) {

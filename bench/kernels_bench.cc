@@ -157,7 +157,9 @@ const uint8_t* dense_stream_region(dsv4::PageKind kind) {
 }
 
 // cols: the row length (FP8 8192 = attn.wo_b, 1024 = attn.wq_b's 1 KiB rows, four to a 4 KiB page).
-void dense_stream_case(benchmark::State& state, bool fp8, int64_t cols, dsv4::PageKind kind, int threads, int64_t m) {
+// isa kAmx: the AMX kernel at every m (amx_min_tokens = 1), the dense projections' candidate path.
+void dense_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t cols, dsv4::PageKind kind, int threads,
+                       int64_t m) {
   const uint8_t* region = dense_stream_region(kind);
   if (region == nullptr) {
     state.SkipWithError("no memory for the stream region");
@@ -169,7 +171,7 @@ void dense_stream_case(benchmark::State& state, bool fp8, int64_t cols, dsv4::Pa
   const auto x = activations(m, cols);
   std::vector<float> out(static_cast<size_t>(m * kRows));
   dsv4::ThreadPool pool(threads);
-  const dsv4::kernels::MatmulOptions opt{true, Isa::kAvx512, threads > 1 ? &pool : nullptr};
+  const dsv4::kernels::MatmulOptions opt{true, isa, threads > 1 ? &pool : nullptr, 1};
   int i = 0;
   for (auto _ : state) {
     const uint8_t* base = region + i * kDenseStreamMatBytes;
@@ -312,21 +314,6 @@ const int kRegistered = [] {
                                     std::to_string(m) + "/24x4096x2048")
                                        .c_str(),
                                    [=](benchmark::State& s) { moe_layer_case(s, isa, m); });
-    for (int64_t cols : {8192, 1024, 4096})  // FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows)
-      for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
-        for (int threads : {1, 2})
-          for (int64_t m : {1, 2, 8}) {
-            const bool fp8 = cols != 4096;
-            const std::string shape = std::to_string(kDenseStreamMatBytes / (fp8 ? cols : 2 * cols)) + "x" +
-                                      std::to_string(cols);
-            benchmark::RegisterBenchmark((std::string(fp8 ? "fp8" : "bf16") + "_gemm_stream/" +
-                                          dsv4::kernels::isa_name(isa) + "/" + dsv4::page_kind_name(kind) +
-                                          "/threads=" + std::to_string(threads) + "/m=" + std::to_string(m) + "/" +
-                                          shape)
-                                             .c_str(),
-                                         [=](benchmark::State& s) { dense_stream_case(s, fp8, cols, kind, threads, m); })
-                ->UseRealTime();
-          }
     for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
       for (int threads : {1, 2})
         for (int64_t m : {1, 2, 8})
@@ -337,6 +324,28 @@ const int kRegistered = [] {
                                              .c_str(),
                                          [=](benchmark::State& s) { fp4_stream_case(s, kind, threads, m, k); })
                 ->UseRealTime();
+  }
+  // DRAM-streamed dense projections on the vector tiles and on AMX (every m), the per-role choice of
+  // linear.cc: FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows).
+  for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    for (int64_t cols : {8192, 1024, 4096})
+      for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})
+        for (int threads : {1, 2})
+          for (int64_t m : {1, 2, 4, 8}) {
+            const bool fp8 = cols != 4096;
+            const std::string shape = std::to_string(kDenseStreamMatBytes / (fp8 ? cols : 2 * cols)) + "x" +
+                                      std::to_string(cols);
+            benchmark::RegisterBenchmark((std::string(fp8 ? "fp8" : "bf16") + "_gemm_stream/" +
+                                          dsv4::kernels::isa_name(isa) + "/" + dsv4::page_kind_name(kind) +
+                                          "/threads=" + std::to_string(threads) + "/m=" + std::to_string(m) + "/" +
+                                          shape)
+                                             .c_str(),
+                                         [=](benchmark::State& s) {
+                                           dense_stream_case(s, isa, fp8, cols, kind, threads, m);
+                                         })
+                ->UseRealTime();
+          }
   }
   return 0;
 }();

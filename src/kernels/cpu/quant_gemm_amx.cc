@@ -52,10 +52,12 @@ constexpr int kChunkK = 128;                  // K per chunk: 4 A steps, one FP8
 constexpr int64_t kChunkElems = 4 * 16 * 32;  // bf16 per decoded chunk of a 16-row block
 
 // ---- FP8: E4M3 → bf16, exact (subnormals are normal bf16) ----
-// A normal code s.eeee.mmm is the bf16 s | (e + 120) << 7 | m << 4: high byte (c >> 4 & 7) + 60 with the
-// sign, low byte c << 4. Codes with e = 0 (zero and the subnormals) come from a 16-entry table on the
-// low nibble. The decode leaves word w of vector v (0, 1) of each 64-code half holding K = 16·(w/8) +
-// 8·v + w%8 of the half (unpack{lo,hi} interleave per 128-bit lane); kPack.fp8 gathers that order.
+// Two byte lookups on the code's low 7 bits (VPERMT2B ignores bit 7, the sign) give the bf16's high and
+// low bytes of the magnitude; the sign is OR-ed into the high byte. Three shuffle-port µops and one logic
+// µop per 64 codes plus the two interleaves (the field arithmetic with a subnormal fix-up it replaced took
+// eleven, and the decode is what an AMX FP8 GEMM spends its time on). The interleave leaves word w of
+// vector v (0, 1) of each 64-code half holding K = 16·(w/8) + 8·v + w%8 of the half (unpack{lo,hi} work
+// per 128-bit lane); kPack.fp8 gathers that order.
 constexpr uint16_t e4m3_mag_to_bf16(int c) {
   const int e = (c >> 3) & 0xF, m = c & 7;
   float v = e == 0 ? static_cast<float>(m) / 512.0f : (1.0f + static_cast<float>(m) / 8.0f);
@@ -64,17 +66,15 @@ constexpr uint16_t e4m3_mag_to_bf16(int c) {
   return static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
 }
 struct Fp8Tables {
-  alignas(64) uint8_t sub_hi[64];  // e = 0 codes by low nibble (bit 3 clear), per 128-bit lane
-  alignas(64) uint8_t sub_lo[64];
+  alignas(64) uint8_t hi[128];  // by magnitude code 0..127 (0x7F, NaN, is not a valid weight)
+  alignas(64) uint8_t lo[128];
 };
 constexpr Fp8Tables make_fp8_tables() {
   Fp8Tables t{};
-  for (int n = 0; n < 16; ++n) {
-    const uint16_t b = e4m3_mag_to_bf16(n & 7);
-    for (int lane = 0; lane < 4; ++lane) {
-      t.sub_hi[16 * lane + n] = static_cast<uint8_t>(b >> 8);
-      t.sub_lo[16 * lane + n] = static_cast<uint8_t>(b & 0xFF);
-    }
+  for (int c = 0; c < 128; ++c) {
+    const uint16_t b = e4m3_mag_to_bf16(c);
+    t.hi[c] = static_cast<uint8_t>(b >> 8);
+    t.lo[c] = static_cast<uint8_t>(b & 0xFF);
   }
   return t;
 }
@@ -144,10 +144,9 @@ struct Fp8Decoder {
   int64_t prefetch;
 
   void decode(int64_t row0, int n_valid, int64_t c, uint16_t* dst) const {
-    const __m512i sub_hi = _mm512_load_si512(kFp8.sub_hi), sub_lo = _mm512_load_si512(kFp8.sub_lo);
+    const __m512i hi0 = _mm512_load_si512(kFp8.hi), hi1 = _mm512_load_si512(kFp8.hi + 64);
+    const __m512i lo0 = _mm512_load_si512(kFp8.lo), lo1 = _mm512_load_si512(kFp8.lo + 64);
     const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-    const __m512i nib = _mm512_set1_epi8(0x0F), seven = _mm512_set1_epi8(7), bias = _mm512_set1_epi8(60);
-    const __m512i hi_nib = _mm512_set1_epi8(static_cast<char>(0xF0)), exp_bits = _mm512_set1_epi8(0x78);
     const int64_t base = c * kChunkK, left = k - base;
     for (int h = 0; h < 2; ++h) {
       const int64_t valid = left - 64 * h;
@@ -157,12 +156,8 @@ struct Fp8Decoder {
         const uint8_t* src = codes + (row0 + r) * k + base + 64 * h;
         _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
         const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
-        const __mmask64 sub = _mm512_testn_epi8_mask(cv, exp_bits);  // e = 0
-        const __m512i low4 = _mm512_and_si512(cv, nib);
-        __m512i hi = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi16(cv, 4), seven), bias);
-        __m512i lo = _mm512_and_si512(_mm512_slli_epi16(cv, 4), hi_nib);
-        hi = _mm512_mask_shuffle_epi8(hi, sub, sub_hi, low4);
-        lo = _mm512_mask_shuffle_epi8(lo, sub, sub_lo, low4);
+        __m512i hi = _mm512_permutex2var_epi8(hi0, cv, hi1);
+        const __m512i lo = _mm512_permutex2var_epi8(lo0, cv, lo1);
         hi = _mm512_ternarylogic_epi32(hi, cv, sign, 0xF8);  // hi | (code & 0x80)
         uint16_t* d = dst + (2 * h) * 512 + r * 32;
         _mm512_store_si512(d, _mm512_unpacklo_epi8(lo, hi));

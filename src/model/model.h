@@ -66,6 +66,7 @@ struct ModelOptions {
   // with several nodes (threads spread and pinned per node, weight pages interleaved), off on one.
   NumaMode numa = NumaMode::kAuto;
   kernels::Isa isa = kernels::Isa::kAuto;  // cpu backend: the kernels' ISA (tests, bench, batch invariance)
+  kernels::AmxRouting amx;                 // cpu backend with AMX: which weight roles take it from how many rows
   // Optional loading progress (a progress bar): (bytes of weights reached, total bytes) as the loader
   // reaches each tensor (Checkpoint::set_progress).
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;

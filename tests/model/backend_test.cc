@@ -1,7 +1,8 @@
 // tests/model: the cpu backend against the reference backend on the tiny golden checkpoint — bit-identical
 // logits with the scalar kernels (they accumulate in double exactly like ref::linear), independence of
 // the thread count and of the pool's schedule, and batch invariance (a sequence's logits do not depend on the other rows): always
-// without AMX; with AMX as long as no GEMM has ≥ 16 rows (the batch has fewer than 16 rows).
+// without AMX; with AMX while every weight takes one path (kernels::AmxRouting: by default dense
+// projections always on AMX, routed experts on it only from 16 rows, so batches under 16 rows).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -128,10 +129,27 @@ TEST(CpuBackend, BatchInvariantWithoutAmx) {
   for (int32_t rows : {3, 24}) expect_batch_invariant(*m, rows);
 }
 
+// The default AMX routing (kernels::AmxRouting): dense projections on AMX at every row count, routed
+// experts on the vector tiles below 16 rows. A batch of 15 rows keeps every weight on the path it takes
+// for the 1-row step alone.
 TEST(CpuBackend, BatchInvariantWithAmxBelowSixteenRows) {
   auto m = load(Backend::kCpu, kernels::Isa::kAuto, 2);
   ASSERT_TRUE(m);
-  expect_batch_invariant(*m, 14);  // 15 rows in all: no GEMM reaches the AMX threshold
+  expect_batch_invariant(*m, 14);  // 15 rows in all: no routed expert call reaches its AMX threshold
+}
+
+// Every weight always on AMX (routed experts from 1 row too): every weight takes one path at every batch
+// size, so rows are batch-invariant past 16 rows as well.
+TEST(CpuBackend, BatchInvariantWithEveryWeightOnAmx) {
+  if (!kernels::isa_supported(kernels::Isa::kAmx)) GTEST_SKIP() << "no AMX";
+  ModelOptions o;
+  o.backend = Backend::kCpu;
+  o.isa = kernels::Isa::kAmx;
+  o.threads = 2;
+  o.amx = {1, 1};
+  auto m = Model::load(checkpoint(), o);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  for (int32_t rows : {3, 24}) expect_batch_invariant(**m, rows);
 }
 
 TEST(CpuBackend, ReferenceBackendIsBatchInvariant) {

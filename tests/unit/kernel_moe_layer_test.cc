@@ -29,39 +29,44 @@ struct Store {
   }
 };
 
-TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
-  // 11 tokens: the shared expert and expert 0 (9 tokens) take a second, partial 8-token tile.
-  constexpr int64_t kD = 256, kInter = 128, kExperts = 5, kTopK = 3, kTokens = 11;
-  constexpr float kLimit = 10.0f;
-  std::mt19937 rng(3);
+// 11 tokens: the shared expert and expert 0 (9 tokens) take a second, partial 8-token tile.
+constexpr int64_t kExperts = 5, kTopK = 3, kTokens = 11;
+constexpr float kLimit = 10.0f;
+
+struct Layer {
+  int64_t kD, kInter;  // d_model, the experts' intermediate size
   Store st;
-  std::vector<Fp4Expert> experts(kExperts);
-  for (auto& e : experts) {
-    e.w1 = {st.make(rng, kInter * kD / 2, 0, 255), st.make(rng, kInter * kD / 32, 124, 128), kInter, kD};
-    e.w3 = {st.make(rng, kInter * kD / 2, 0, 255), st.make(rng, kInter * kD / 32, 124, 128), kInter, kD};
-    e.w2 = {st.make(rng, kD * kInter / 2, 0, 255), st.make(rng, kD * kInter / 32, 119, 123), kD, kInter};
-  }
+  std::vector<Fp4Expert> experts;
   Fp8Expert shared;
-  shared.w1 = {st.make(rng, kInter * kD, 0, 255, true), st.make(rng, 2, 118, 121), kInter, kD};
-  shared.w3 = {st.make(rng, kInter * kD, 0, 255, true), st.make(rng, 2, 118, 121), kInter, kD};
-  shared.w2 = {st.make(rng, kD * kInter, 0, 255, true), st.make(rng, 2, 116, 118), kD, kInter};
+  std::vector<float> x;  // [kTokens, kD]
+  std::vector<int32_t> ids;
+  std::vector<float> rw;
 
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> x(kTokens * kD);
-  for (auto& v : x) v = round_bf16(nd(rng));
-  // Token 2 lists expert 4 twice (a hash-layer table may); token 5 uses the same experts as token 0.
-  const std::vector<int32_t> ids = {1, 3, 0, 4, 2, 1, 4, 0, 4, 2, 3, 1, 0, 2, 4, 3, 1, 0,
-                                    0, 1, 2, 0, 3, 4, 0, 2, 1, 0, 4, 3, 0, 1, 3};
-  std::vector<float> rw(ids.size());
-  for (size_t i = 0; i < rw.size(); ++i) rw[i] = 0.1f + 0.05f * static_cast<float>(i);
+  Layer(int64_t d, int64_t inter) : kD(d), kInter(inter), experts(kExperts), x(kTokens * d) {
+    std::mt19937 rng(3);
+    for (auto& e : experts) {
+      e.w1 = {st.make(rng, kInter * kD / 2, 0, 255), st.make(rng, kInter * kD / 32, 124, 128), kInter, kD};
+      e.w3 = {st.make(rng, kInter * kD / 2, 0, 255), st.make(rng, kInter * kD / 32, 124, 128), kInter, kD};
+      e.w2 = {st.make(rng, kD * kInter / 2, 0, 255), st.make(rng, kD * kInter / 32, 119, 123), kD, kInter};
+    }
+    const size_t n_scales = static_cast<size_t>((kInter / 128) * (kD / 128));
+    shared.w1 = {st.make(rng, kInter * kD, 0, 255, true), st.make(rng, n_scales, 118, 121), kInter, kD};
+    shared.w3 = {st.make(rng, kInter * kD, 0, 255, true), st.make(rng, n_scales, 118, 121), kInter, kD};
+    shared.w2 = {st.make(rng, kD * kInter, 0, 255, true), st.make(rng, n_scales, 116, 118), kD, kInter};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : x) v = round_bf16(nd(rng));
+    // Token 2 lists expert 4 twice (a hash-layer table may); token 5 uses the same experts as token 0.
+    ids = {1, 3, 0, 4, 2, 1, 4, 0, 4, 2, 3, 1, 0, 2, 4, 3, 1, 0, 0, 1, 2, 0, 3, 4, 0, 2, 1, 0, 4, 3, 0, 1, 3};
+    rw.resize(ids.size());
+    for (size_t i = 0; i < rw.size(); ++i) rw[i] = 0.1f + 0.05f * static_cast<float>(i);
+  }
 
-  ThreadPool pool(3);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
-    if (!isa_supported(isa)) continue;
-    // Per-token composition.
-    std::vector<float> want(kTokens * kD), ye(kD), acc(kD);
+  // The per-token composition for tokens [0, n): routed experts through moe_expert_fp4 on `routed`, the
+  // shared one through moe_expert_fp8 on `shared_isa` (each a one-token call on the ISA's kernel).
+  std::vector<float> composition(int64_t n, Isa routed, Isa shared_isa) const {
+    std::vector<float> want(n * kD), ye(kD), acc(kD);
     std::vector<float> scratch(static_cast<size_t>(moe_expert_scratch_floats(kInter, kD, 1)));
-    for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t t = 0; t < n; ++t) {
       std::vector<float> xq(x.begin() + t * kD, x.begin() + (t + 1) * kD);
       fake_quant_fp8(xq, 128);
       std::fill(acc.begin(), acc.end(), 0.0f);
@@ -72,24 +77,73 @@ TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
         if (first < 0) continue;
         const float w = rw[static_cast<size_t>(t * kTopK + first)];
         moe_expert_fp4(experts[static_cast<size_t>(e)], xq.data(), 1, &w, kLimit, ye.data(), scratch.data(),
-                       MatmulOptions{true, isa, nullptr, 1});
+                       MatmulOptions{true, routed, nullptr, 1});
         for (int64_t i = 0; i < kD; ++i) acc[static_cast<size_t>(i)] += ye[static_cast<size_t>(i)];
       }
-      moe_expert_fp8(shared, xq.data(), 1, nullptr, kLimit, ye.data(), scratch.data(), MatmulOptions{true, isa, nullptr, 1});
+      moe_expert_fp8(shared, xq.data(), 1, nullptr, kLimit, ye.data(), scratch.data(),
+                     MatmulOptions{true, shared_isa, nullptr, 1});
       for (int64_t i = 0; i < kD; ++i)
         want[static_cast<size_t>(t * kD + i)] = round_bf16(acc[static_cast<size_t>(i)] + ye[static_cast<size_t>(i)]);
     }
-    MoeLayerWeights lw{experts.data(), kExperts, &shared, kLimit};
+    return want;
+  }
+};
+
+TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
+  const Layer l(256, 128);
+  const int64_t kD = l.kD;
+  ThreadPool pool(3);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    const std::vector<float> want = l.composition(kTokens, isa, isa);
+    MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, kLimit};
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
       MoeLayerScratch ls;
       std::vector<float> got(kTokens * kD, -1.0f);
-      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, got.data(), ls, MatmulOptions{true, isa, p, 1});
+      moe_layer(lw, l.x.data(), kTokens, l.ids.data(), l.rw.data(), kTopK, got.data(), ls, MatmulOptions{true, isa, p, 1});
       for (size_t i = 0; i < got.size(); ++i)
         ASSERT_EQ(got[i], want[i]) << isa_name(isa) << (p ? " pool" : " serial") << " output " << i;
       // A second call with the same scratch (the steady state) gives the same bits.
       std::vector<float> again(got.size(), -2.0f);
-      moe_layer(lw, x.data(), kTokens, ids.data(), rw.data(), kTopK, again.data(), ls, MatmulOptions{true, isa, p, 1});
+      moe_layer(lw, l.x.data(), kTokens, l.ids.data(), l.rw.data(), kTopK, again.data(), ls, MatmulOptions{true, isa, p, 1});
       ASSERT_EQ(got, again);
+    }
+  }
+}
+
+// The per-role AMX routing: routed experts below their threshold on the vector tiles while the shared
+// expert (a dense weight) is on AMX from its own. Each row then equals the per-token composition with the
+// routed experts on AVX-512 and the shared expert on AMX, at every batch size from 1 (so a row does not
+// depend on the batch); below the shared threshold the shared expert is on the vector tiles too, and
+// from the routed threshold every expert is on AMX. (The three compositions agree in most bits — fp32
+// summation orders rarely move a bf16 output — so what this checks is the mixed path's own indexing,
+// packing and combine, against an oracle built from the single-expert kernels.)
+TEST(KernelMoeLayer, RoutesSharedExpertToAmxByItsOwnThreshold) {
+  if (!isa_supported(Isa::kAmx)) GTEST_SKIP() << "no AMX";
+  const Layer l(1024, 256);  // 8 K chunks into the shared expert's w1/w3, 2 into w2
+  const int64_t kD = l.kD;
+  ThreadPool pool(3);
+  const std::vector<float> mixed = l.composition(kTokens, Isa::kAvx512, Isa::kAmx);
+  const std::vector<float> vector = l.composition(kTokens, Isa::kAvx512, Isa::kAvx512);
+  const std::vector<float> amx = l.composition(kTokens, Isa::kAmx, Isa::kAmx);
+  struct Case {
+    int64_t n, routed_min, shared_min;
+    const std::vector<float>* want;
+  };
+  const Case cases[] = {{1, 16, 1, &mixed}, {2, 16, 1, &mixed}, {kTokens, 16, 1, &mixed}, {kTokens, 16, 4, &mixed},
+                        {3, 16, 4, &vector}, {kTokens, 16, 12, &vector}, {kTokens, 8, 12, &amx}};
+  for (const Case& c : cases) {
+    MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, kLimit, c.shared_min};
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      MoeLayerScratch ls;
+      for (int call = 0; call < 2; ++call) {  // the second with warm scratch
+        std::vector<float> got(c.n * kD, -1.0f);
+        moe_layer(lw, l.x.data(), c.n, l.ids.data(), l.rw.data(), kTopK, got.data(), ls,
+                  MatmulOptions{true, Isa::kAmx, p, c.routed_min});
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], (*c.want)[i]) << "n " << c.n << " routed_min " << c.routed_min << " shared_min "
+                                          << c.shared_min << (p ? " pool" : " serial") << " output " << i;
+      }
     }
   }
 }

@@ -49,6 +49,7 @@ constexpr const char* kUsage =
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"
     "                  [--weights auto|copy|mmap] [--numa auto|distribute|isolate|off]\n"
+    "                  [--amx-dense-tokens N] [--amx-routed-tokens N]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
     "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
@@ -75,6 +76,9 @@ constexpr const char* kUsage =
     "  rest) its ms per token and share, and for the matmuls their weight MB per token and the GB/s and\n"
     "  fraction of the probe each achieved over its own dispatches: the kernels in the model against the\n"
     "  decode GEMV rows, and the serial time between dispatches ('= outside').\n"
+    "  --amx-dense-tokens / --amx-routed-tokens: the model's AMX routing (kernels::AmxRouting): the fewest rows\n"
+    "  a dense projection (attention, indexer, compressor, gate, shared expert, head) / a routed expert's call\n"
+    "  runs on AMX with; defaults 1 / 16.\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
     "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
 
@@ -263,7 +267,8 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo,
 
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
-                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa"},
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa",
+                             "--amx-dense-tokens", "--amx-routed-tokens"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -276,6 +281,11 @@ int cmd_bench(int argc, char** argv) {
   }
   auto threads = args.get_int("--threads", 0, 0, 4096);
   if (!threads.is_ok()) return report_error("bench", threads.status());
+  const kernels::AmxRouting amx_default;
+  auto amx_dense = args.get_int("--amx-dense-tokens", amx_default.dense, 1, 1 << 20);
+  auto amx_routed = args.get_int("--amx-routed-tokens", amx_default.routed, 1, 1 << 20);
+  if (!amx_dense.is_ok()) return report_error("bench", amx_dense.status());
+  if (!amx_routed.is_ok()) return report_error("bench", amx_routed.status());
   Isa isa = Isa::kAuto;
   if (!kernels::parse_isa(args.get_or("--isa", "auto").c_str(), &isa))
     return report_error("bench", invalid_argument("bench.bad_isa", "unknown --isa " + args.get_or("--isa", "")));
@@ -562,6 +572,7 @@ int cmd_bench(int argc, char** argv) {
     mo.batches = *batches;
     mo.model.threads = pool.n_threads();
     mo.model.isa = isa;
+    mo.model.amx = {*amx_dense, *amx_routed};
     mo.model.backend = backend;
     mo.model.weights.residency = *weights;
     mo.model.numa = *numa_mode;

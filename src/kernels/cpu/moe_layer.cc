@@ -184,6 +184,75 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
       for (int64_t n = n0; n < n1; ++n) y[t * d + n] = round_bf16(y[t * d + n]);
   });
 }
+
+// The shared expert on AMX inside the vector path (routed experts below their AMX threshold, the shared
+// one at or above its own): the same AMX calls and epilogues as moe_layer_amx's shared slot, so its part of
+// every row equals fp8_gemm's on AMX for that token alone.
+struct SharedAmx {
+  uint32_t* xpack = nullptr;  // xq [n_tokens, d] packed in the FP8 order
+  uint32_t* hpack = nullptr;  // the shared h rows [n_tokens, shared_inter], packed after their quantization
+  uint16_t* apacks = nullptr;
+  float* outs = nullptr;
+  int64_t apack_elems = 0, out_floats = 0;
+};
+
+SharedAmx shared_amx_setup(const MoeLayerWeights& w, const float* xq, int64_t n_tokens, int64_t d, int64_t n_stage1,
+                           MoeLayerScratch& s, const MatmulOptions& opt) {
+  const int64_t shared_inter = w.shared->w1.n_rows;
+  SharedAmx sa;
+  sa.xpack = s.amx_x.grow(detail::amx_packed_x_words(n_tokens, d));
+  sa.hpack = s.amx_h.grow(detail::amx_packed_x_words(n_tokens, shared_inter));
+  const bool exact = detail::amx_pack_x(detail::AmxKOrder::kFp8, xq, d, n_tokens, d, sa.xpack);
+  DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
+  (void)exact;
+  const int pool_slots = opt.pool != nullptr ? std::max(opt.pool->n_slots(n_stage1, 16), opt.pool->n_slots(d, 16)) : 1;
+  sa.apack_elems = detail::amx_apack_elems(std::max(d, shared_inter));
+  sa.out_floats = 2 * n_tokens * kAmxRows;
+  sa.apacks = detail::align64(s.amx_apack.grow(pool_slots * sa.apack_elems + 32));
+  sa.outs = s.amx_out.grow(pool_slots * sa.out_floats);
+  return sa;
+}
+
+// Stage 1, shared rows [i0, i1) (multiples of 16 from i0): g, u on AMX, then the SwiGLU into h [n_tokens, shared_inter].
+void shared_amx_stage1(const MoeLayerWeights& w, const SharedAmx& sa, const float* xq, int64_t n_tokens, int64_t d,
+                       int64_t i0, int64_t i1, float* h, int pslot) {
+  const int64_t rows = w.shared->w1.n_rows;
+  float* gb = sa.outs + pslot * sa.out_floats;  // [n_tokens, kAmxRows]
+  float* ub = gb + n_tokens * kAmxRows;
+  uint16_t* apack = sa.apacks + pslot * sa.apack_elems;
+  for (int64_t i = i0; i < i1; i += kAmxRows) {
+    const int64_t ie = std::min(i1, i + kAmxRows);
+    detail::fp8_gemm_amx_rows({w.shared->w1.codes, w.shared->w1.scales, rows, d},
+                              {sa.xpack, xq, d, n_tokens, i, ie, gb, kAmxRows, false, apack});
+    detail::fp8_gemm_amx_rows({w.shared->w3.codes, w.shared->w3.scales, rows, d},
+                              {sa.xpack, xq, d, n_tokens, i, ie, ub, kAmxRows, false, apack});
+    for (int64_t j = 0; j < n_tokens; ++j)
+      for (int64_t n = i; n < ie; ++n)
+        h[j * rows + n] = swiglu_clamped(round_bf16(gb[j * kAmxRows + (n - i)]), round_bf16(ub[j * kAmxRows + (n - i)]),
+                                         1.0f, w.swiglu_limit);
+  }
+}
+
+void shared_amx_pack_h(const SharedAmx& sa, const float* hs, int64_t n_tokens, int64_t shared_inter) {
+  const bool exact = detail::amx_pack_x(detail::AmxKOrder::kFp8, hs, shared_inter, n_tokens, shared_inter, sa.hpack);
+  DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
+  (void)exact;
+}
+
+// Stage 2, output rows [n0, n1): y[t, n] += bf16(w2 · h_t) (the shared expert is the last slot).
+void shared_amx_stage2(const MoeLayerWeights& w, const SharedAmx& sa, const float* hs, int64_t n_tokens, int64_t d,
+                       int64_t n0, int64_t n1, float* y, int pslot) {
+  const int64_t shared_inter = w.shared->w1.n_rows;
+  float* o = sa.outs + pslot * sa.out_floats;  // [n_tokens, kAmxRows]
+  uint16_t* apack = sa.apacks + pslot * sa.apack_elems;
+  for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
+    const int64_t ne = std::min(n1, nb + kAmxRows);
+    detail::fp8_gemm_amx_rows({w.shared->w2.codes, w.shared->w2.scales, d, shared_inter},
+                              {sa.hpack, hs, shared_inter, n_tokens, nb, ne, o, kAmxRows, true, apack});
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t n = nb; n < ne; ++n) y[t * d + n] += o[t * kAmxRows + (n - nb)];
+  }
+}
 #endif
 
 }  // namespace
@@ -264,8 +333,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   for (int64_t i = 0; i < n_slots; ++i)
     row_off[static_cast<size_t>(i + 1)] = row_off[static_cast<size_t>(i)] + static_cast<int32_t>(i < n_routed_slots ? n_inter : shared_inter);
 
+  const bool routed_amx = isa == Isa::kAmx && n_tokens >= opt.amx_min_tokens;
+  const bool shared_amx = w.shared != nullptr && isa == Isa::kAmx && (routed_amx || n_tokens >= w.shared_amx_min_tokens);
 #if defined(__x86_64__)
-  if (isa == Isa::kAmx && n_tokens >= opt.amx_min_tokens) {
+  if (routed_amx) {
     moe_layer_amx(w, xq, Groups{n_tokens, d, n_inter, shared_inter, n_routed_slots, n_slots, n_assign, max_assign,
                                 assign_token, assign_weight, row_off},
                   y, s, opt);
@@ -281,14 +352,30 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   // h: routed [n_assign, n_inter] then shared [n_tokens, shared_inter].
   const int64_t shared_h_off = static_cast<int64_t>(n_assign) * n_inter;
   float* h = s.h.grow(max_assign * n_inter + n_tokens * shared_inter);
+#if defined(__x86_64__)
+  // The shared expert on AMX beside routed experts on the vector tiles: its activations packed to bf16
+  // tiles, a decode buffer and GEMM results per pool slot (bounds from the first call: no allocation in a
+  // warm step).
+  SharedAmx sa;
+  if (shared_amx) sa = shared_amx_setup(w, xq, n_tokens, d, row_off[static_cast<size_t>(n_slots)], s, opt);
+#else
+  (void)shared_amx;
+#endif
 
   // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch.
-  for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int) {
+  for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int pslot) {
     int64_t slot = std::upper_bound(row_off.begin(), row_off.end(), static_cast<int32_t>(r0)) - row_off.begin() - 1;
     for (int64_t r = r0; r < r1;) {
       while (r >= row_off[static_cast<size_t>(slot + 1)]) ++slot;
       const int64_t i0 = r - row_off[static_cast<size_t>(slot)];
       const int64_t i1 = std::min<int64_t>(r1, row_off[static_cast<size_t>(slot + 1)]) - row_off[static_cast<size_t>(slot)];
+#if defined(__x86_64__)
+      if (slot == n_routed_slots && shared_amx) {
+        shared_amx_stage1(w, sa, xq, n_tokens, d, i0, i1, h + shared_h_off, pslot);
+        r = row_off[static_cast<size_t>(slot)] + i1;
+        continue;
+      }
+#endif
       if (slot < n_routed_slots) {
         const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
         const int64_t a0 = s.slot_begin[static_cast<size_t>(slot)], na = s.slot_begin[static_cast<size_t>(slot + 1)] - a0;
@@ -355,15 +442,24 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     }
   });
   const float* h_routed = prepare ? hp : h;  // [n_assign, ldx2]
+#if defined(__x86_64__)
+  if (shared_amx) shared_amx_pack_h(sa, hs, n_tokens, shared_inter);
+#endif
 
   // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. A tile
   // reads rows n and n + step, half the chunk apart (row_pairs.h): w2 rows are 1-2 KB, so adjacent rows
   // would share a page and the L2 streamer would follow only one of the tile's two streams.
-  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int) {
+  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int pslot) {
     const int64_t step = detail::far_pair_step(n1 - n0);
     for (int64_t t = 0; t < n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
     for (int64_t slot = 0; slot < n_slots; ++slot) {
       const bool routed = slot < n_routed_slots;
+#if defined(__x86_64__)
+      if (!routed && shared_amx) {
+        shared_amx_stage2(w, sa, hs, n_tokens, d, n0, n1, y, pslot);
+        continue;
+      }
+#endif
       const int64_t a0 = routed ? s.slot_begin[static_cast<size_t>(slot)] : 0;
       const int64_t na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - a0 : n_tokens;
       for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {

@@ -18,6 +18,10 @@ struct MoeLayerWeights {
   int64_t n_experts = 0;
   const Fp8Expert* shared = nullptr;  // the shared expert (may be nullptr)
   float swiglu_limit = 10.0f;         // ≤ 0 disables the clamp
+  // With AMX: the fewest tokens a call runs the shared expert on AMX (a dense weight: it sees every token,
+  // AmxRouting::dense). The routed experts follow MatmulOptions::amx_min_tokens; when they take AMX the
+  // shared expert does too.
+  int64_t shared_amx_min_tokens = kAmxMinTokensDefault;
 };
 
 // Grow-only buffers reused across calls (allocation only when a larger batch than before arrives). The
@@ -39,7 +43,9 @@ struct MoeLayerScratch {
 // expert_ids / route_weights: [n_tokens, top_k] (an expert listed twice for a token runs once, with its
 // first weight — as the reference does). y: [n_tokens, d_model] = bf16(Σ_e routed (expert-id order) +
 // shared). Scalar ISA, and AMX with opt.amx_min_tokens = 1: bit-identical to running moe_expert_fp4/fp8
-// per token and summing (on AMX from opt.amx_min_tokens tokens).
+// per token and summing (on AMX from opt.amx_min_tokens tokens). Each expert's part of a row depends only
+// on that row and on which path the expert took (the vector tiles, or AMX from the thresholds above), so
+// a row's result is independent of the batch while every expert stays on one path.
 void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const int32_t* expert_ids,
                const float* route_weights, int64_t top_k, float* y, MoeLayerScratch& scratch,
                const MatmulOptions& opt);

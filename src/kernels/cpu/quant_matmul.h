@@ -49,12 +49,31 @@ struct Bf16Matrix {
   int64_t n_cols = 0;
 };
 
-// The fewest tokens a GEMM runs on AMX by default. The AMX kernel is batch-invariant at every token count
-// and 2.5-3x faster than the vector tiles per call from 2..8 tokens (cache-resident CPU time), but at one
-// token its weight decode costs as much as or more than the vector tiles' FMAs (FP4 -25%), and the medium
-// model's batch-1 decode measured slower on it (2.22 vs 2.67 tokens per CPU-second, loaded machine): so
-// decode-sized calls stay on the vector tiles unless a caller asks for AMX from fewer tokens.
+// The fewest tokens a GEMM runs on AMX by default (MatmulOptions, and the routed experts of the model). The
+// AMX kernel is batch-invariant at every token count; per call it costs about the same from 1 to 16 tokens
+// (the weight decode dominates), while the vector tiles' FMAs grow with the tokens: from DRAM, one core,
+// CPU time per 32 MiB (bench *_gemm_stream/huge/threads=1): FP8 AVX-512 2.6 / 3.0 / 4.0 / 6.1 ms at 1 / 2
+// / 4 / 8 tokens against AMX 2.7 / 2.8 / 2.9 / 3.0; BF16 2.4 / 2.5 / 2.6 / 3.8 against 2.6 / 2.5 / 2.4 /
+// 2.5; FP4 AMX is 25% slower than the vector tiles at 1 token. A routed expert sees 1-2 tokens of a decode
+// batch, so it stays on the vector tiles until a call has many.
 inline constexpr int64_t kAmxMinTokensDefault = 16;
+
+// Weight roles the AMX routing tells apart. kDense: a projection every row of a step goes through
+// (attention wq_a/wq_b/wkv/wo_a/wo_b, indexer and compressor weights, the MoE gate and shared expert, the
+// head, MTP's projections), so a decode batch of b streams gives it b tokens. kRoutedExpert: a routed MoE
+// expert, which sees only the rows routed to it.
+enum class WeightRole { kDense, kRoutedExpert };
+
+// The fewest tokens a call runs on AMX, per weight role: the one place the model's choice lives (carried
+// in its Execution, set from ModelOptions). Dense weights run on AMX at every token count by default: then
+// each dense output is one fixed sequence of operations whatever the batch (batch invariance with AMX),
+// and from 2 tokens AMX is the faster path (above); at 1 token it costs 3-9% more CPU time than the vector
+// tiles, which decode at the bandwidth limit hides. Routed experts keep kAmxMinTokensDefault.
+struct AmxRouting {
+  int64_t dense = 1;
+  int64_t routed = kAmxMinTokensDefault;
+  int64_t min_tokens(WeightRole role) const { return role == WeightRole::kDense ? dense : routed; }
+};
 
 struct MatmulOptions {
   bool round_bf16 = true;      // spec: quantized linears output bf16

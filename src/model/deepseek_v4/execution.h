@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant_matmul.h"
 
 namespace dsv4 {
 
@@ -23,6 +24,7 @@ struct Execution {
   Backend backend = Backend::kReference;
   ThreadPool* pool = nullptr;             // owned by the Model; nullptr runs on the calling thread
   kernels::Isa isa = kernels::Isa::kAuto;  // kCpu only
+  kernels::AmxRouting amx;                 // kCpu with AMX: the fewest tokens per weight role that take it
 };
 
 }  // namespace v4

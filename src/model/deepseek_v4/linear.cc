@@ -23,11 +23,12 @@ float* scratch(ScratchVec<float>& buf, int64_t n) { return buf.grow(n); }
 // scheduled). The kernels give the same bits for any thread count, so this is a pure speed choice.
 constexpr int64_t kMinPoolMacs = int64_t{1} << 20;
 
-kernels::MatmulOptions options(const Execution& ex, const LinearWeight& w, int64_t n) {
+kernels::MatmulOptions options(const Execution& ex, const LinearWeight& w, int64_t n, kernels::WeightRole role) {
   kernels::MatmulOptions o;
   o.round_bf16 = w.params.out_round == ref::OutRound::kBf16;
   o.isa = ex.isa;
   o.pool = n * w.params.n_out * w.params.n_in >= kMinPoolMacs ? ex.pool : nullptr;
+  o.amx_min_tokens = ex.amx.min_tokens(role);
   return o;
 }
 
@@ -71,7 +72,7 @@ Phase dispatch_phase() { return DispatchProfile::active() ? DispatchProfile::mat
 
 }  // namespace
 
-void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y) {
+void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y, kernels::WeightRole role) {
   const DispatchProfile::Scope timed(dispatch_phase(), DispatchProfile::active() ? weight_bytes(w) : 0);
   if (w.format == WeightFormat::kF32) {
     ref::linear(w.params, w.w.data(), x, n, y);
@@ -87,7 +88,7 @@ void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t 
     fake_quant_fp8(std::span<float>(xq, static_cast<size_t>(n * k)), 128);
     x = xq;
   }
-  const kernels::MatmulOptions opt = options(ex, w, n);
+  const kernels::MatmulOptions opt = options(ex, w, n, role);
   switch (w.format) {
     case WeightFormat::kFp8: kernels::fp8_gemm(w.fp8, x, n, y, opt); break;
     case WeightFormat::kFp4: kernels::fp4_gemm(w.fp4, x, n, y, opt); break;
@@ -181,6 +182,7 @@ void linear_jobs(const Execution& ex, std::span<const LinearJob> jobs, int64_t n
       o.round_bf16 = s.params.out_round == ref::OutRound::kBf16;
       o.isa = ex.isa;
       o.pool = nullptr;
+      o.amx_min_tokens = ex.amx.min_tokens(kernels::WeightRole::kDense);  // linear_jobs: projections only
       float* y = j.y + rc.r0;  // n == 1: the slice's outputs are contiguous in y
       const float* x = in[rc.job];
       switch (s.format) {

@@ -13,8 +13,10 @@
 
 namespace dsv4::v4 {
 
-// y [n, n_out] = w · act(x [n, n_in]). x and y may not alias.
-void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y);
+// y [n, n_out] = w · act(x [n, n_in]). x and y may not alias. role picks the AMX threshold (ex.amx): every
+// projection is dense but a routed expert run token by token (moe.cc's unfused path).
+void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y,
+            kernels::WeightRole role = kernels::WeightRole::kDense);
 
 // The grouped low-rank output projection (wo_a, spec §2.8): w holds n_groups stacked [rows_per_group, n_in]
 // blocks; out[i, g, :] = w_g · x[i, g, :] for x [n, n_groups, n_in], out [n, n_groups, rows_per_group].

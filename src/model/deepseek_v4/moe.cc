@@ -26,13 +26,15 @@ void grow(ScratchVec<T>& v, int64_t n) {
 }
 
 // One SwiGLU expert on one token: w2·bf16(route_weight·silu(min(w1x, L))·clamp(w3x, ±L)) → bf16 [dim].
-void run_expert(const Execution& ex, const ExpertWeights& e, float limit, float route_weight, const float* x, float* y) {
+// role: the routed experts' or the shared expert's AMX threshold (Execution::amx).
+void run_expert(const Execution& ex, const ExpertWeights& e, kernels::WeightRole role, float limit, float route_weight,
+                const float* x, float* y) {
   const int64_t inter = e.w1.params.n_out;
   std::vector<float> g(static_cast<size_t>(inter)), u(static_cast<size_t>(inter)), h(static_cast<size_t>(inter));
-  linear(ex, e.w1, x, 1, g.data());  // bf16 GEMM outputs (golden README item 8)
-  linear(ex, e.w3, x, 1, u.data());
+  linear(ex, e.w1, x, 1, g.data(), role);  // bf16 GEMM outputs (golden README item 8)
+  linear(ex, e.w3, x, 1, u.data(), role);
   ref::swiglu_clamped(g.data(), u.data(), inter, limit, route_weight, h.data());
-  linear(ex, e.w2, h.data(), 1, y);
+  linear(ex, e.w2, h.data(), 1, y, role);
 }
 
 // Tokens [t0, t1) expert by expert, the reference's combine: routed outputs summed in fp32 in expert-id
@@ -47,10 +49,11 @@ void experts_per_token(const Execution& ex, const MoeWeights& w, float limit, in
     for (int64_t e = 0; e < E; ++e) {
       const int32_t* it = std::find(ii, ii + K, static_cast<int32_t>(e));
       if (it == ii + K) continue;
-      run_expert(ex, w.experts[static_cast<size_t>(e)], limit, wk[i * K + (it - ii)], xi, ye.data());
+      run_expert(ex, w.experts[static_cast<size_t>(e)], kernels::WeightRole::kRoutedExpert, limit, wk[i * K + (it - ii)],
+                 xi, ye.data());
       for (int64_t j = 0; j < d; ++j) y[static_cast<size_t>(j)] += ye[static_cast<size_t>(j)];
     }
-    run_expert(ex, w.shared, limit, 1.0f, xi, ye.data());
+    run_expert(ex, w.shared, kernels::WeightRole::kDense, limit, 1.0f, xi, ye.data());
     for (int64_t j = 0; j < d; ++j) out[i * d + j] = round_bf16(y[static_cast<size_t>(j)] + ye[static_cast<size_t>(j)]);
   }
 }
@@ -120,10 +123,12 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
     // The whole batch at once: tokens grouped by expert, gate/up rows of every active expert split
     // across the pool (kernels/cpu/moe_layer.h); same combine order as experts_per_token.
     thread_local kernels::MoeLayerScratch scratch;
-    const kernels::MoeLayerWeights mw{w.fp4_experts.data(), E, &w.fp8_shared, limit};
+    const kernels::MoeLayerWeights mw{w.fp4_experts.data(), E, &w.fp8_shared, limit,
+                                      ex.amx.min_tokens(kernels::WeightRole::kDense)};
     kernels::MatmulOptions opt;
     opt.isa = ex.isa;
     opt.pool = ex.pool;
+    opt.amx_min_tokens = ex.amx.min_tokens(kernels::WeightRole::kRoutedExpert);
     const DispatchProfile::Scope experts(Phase::kMoeExperts, DispatchProfile::active() ? expert_bytes(w, idx_p, n * K) : 0);
     kernels::moe_layer(mw, x, n, idx_p, wk_p, K, out, scratch, opt);
     return;

@@ -2,8 +2,13 @@
 // kernels on the mapped checkpoint, or the fp32 reference oracle), create per-sequence state, and run a
 // flat batch of tokens. Rows of different sequences never interact in attention; projections and MoE
 // run over the whole batch. Batch invariance (a row's numbers do not depend on the other rows): always on
-// the reference backend; on the cpu backend whenever AMX is not used (ModelOptions::isa below kAmx, or a
-// CPU without it) — with AMX, GEMMs of ≥ 16 rows (per projection, per expert) sum in another order.
+// the reference backend; on the cpu backend while every weight takes one kernel path for the batch sizes
+// compared. Each path (the AVX-512 tiles, or AMX) is itself invariant: a row's result depends only on that
+// row. Without AMX (ModelOptions::isa below kAmx, or a CPU without it) that is every batch. With AMX the
+// path is chosen per weight role by ModelOptions::amx (kernels::AmxRouting): by default dense projections
+// (attention, indexer, compressors, gate, shared expert, head, MTP) run on AMX at every row count, and the
+// routed experts on the vector tiles below 16 rows of a step (AMX from 16, another summation order), so
+// any two batches under 16 rows agree; AmxRouting{1, 1} puts every weight on AMX: invariant at every size.
 #pragma once
 
 #include <cstdint>

@@ -28,7 +28,7 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
     for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.bf16_dot, &p.amx_bf16}) {
       const char* users = c->insn == ComputeInsn::kFp32Fma   ? "bf16, fp8 and fp4 tiles"
                           : c->insn == ComputeInsn::kBf16Dot ? "(no tile: for comparison)"
-                                                             : "AMX GEMMs (>= 16 tokens)";
+                                                             : "AMX GEMMs (dense; experts >= 16 tok)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
         continue;
@@ -56,9 +56,9 @@ nlohmann::json compute_peaks_json(const ComputePeaks& p) {
   return j;
 }
 
-std::optional<ComputeInsn> gemm_insn(WeightFamily /*family*/, kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
-                                     bool x_bf16_exact) {
-  const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols);
+std::optional<ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols, bool x_bf16_exact,
+                                     int64_t amx_min_tokens) {
+  const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols, amx_min_tokens);
   if (path == kernels::Isa::kAmx && x_bf16_exact) return ComputeInsn::kAmxBf16;
   if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAmx) return std::nullopt;
   return ComputeInsn::kFp32Fma;

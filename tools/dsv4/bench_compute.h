@@ -28,10 +28,10 @@ nlohmann::json compute_peaks_json(const ComputePeaks& p);
 enum class WeightFamily { kFp4, kFp8, kBf16 };
 
 // The instruction fp4_gemm / fp8_gemm / bf16_gemm spends its multiplies on for n_tokens activation rows
-// (quant_matmul.cc's dispatch): AMX tdpbf16ps from kAmxMinTokensDefault tokens (bf16-exact activations), else the
-// AVX-512 tiles, all on fp32 FMA (FP8, FP4 nibble-plane and BF16 weights alike; the family is kept for
-// paths that differ by weight format). nullopt below AVX-512 (no probe for ymm).
-std::optional<kernels::ComputeInsn> gemm_insn(WeightFamily family, kernels::Isa resolved_isa, int64_t n_tokens,
-                                              int64_t n_cols, bool x_bf16_exact);
+// (quant_matmul.cc's dispatch): AMX tdpbf16ps from amx_min_tokens tokens (bf16-exact activations; the
+// model's AmxRouting gives it per weight role), else the AVX-512 tiles, all on fp32 FMA (FP8, FP4
+// nibble-plane and BF16 weights alike). nullopt below AVX-512 (no probe for ymm).
+std::optional<kernels::ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
+                                              bool x_bf16_exact, int64_t amx_min_tokens);
 
 }  // namespace dsv4::cli::bench

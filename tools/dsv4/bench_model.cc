@@ -364,7 +364,10 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     bool have_peaks = opt.peaks != nullptr && opt.model.backend == Backend::kCpu;
     for (size_t f = 0; f < macs.size() && have_peaks; ++f) {
       if (macs[f] == 0) continue;
-      const auto insn = gemm_insn(static_cast<WeightFamily>(f), kernels::resolve_isa(opt.model.isa), b, cfg.dim, true);
+      // FP4 weights are the routed experts; FP8 / BF16 ones dense (the model's AMX routing roles).
+      const kernels::WeightRole role = static_cast<WeightFamily>(f) == WeightFamily::kFp4 ? kernels::WeightRole::kRoutedExpert
+                                                                                         : kernels::WeightRole::kDense;
+      const auto insn = gemm_insn(kernels::resolve_isa(opt.model.isa), b, cfg.dim, true, opt.model.amx.min_tokens(role));
       const kernels::ComputePeak* peak = insn ? opt.peaks->get(*insn) : nullptr;
       if (peak == nullptr) {
         have_peaks = false;

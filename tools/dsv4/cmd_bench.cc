@@ -66,8 +66,8 @@ constexpr const char* kUsage =
     "  --numa (see dsv4 generate --help): the plan pins the bench's threads and places the probe buffers and\n"
     "  the model's weights; the topology, the plan and the weights' resident bytes per node are printed.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
-    "  the bf16, fp8 and fp4 tiles, vdpbf16ps zmm for comparison, AMX tdpbf16ps for GEMMs of >= 16\n"
-    "  tokens), per core (flops per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
+    "  the bf16, fp8 and fp4 tiles, vdpbf16ps zmm for comparison, AMX tdpbf16ps for dense GEMMs and expert\n"
+    "  GEMMs of >= 16 tokens: --amx-*-tokens), per core (flops per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
     "  of F flops in t seconds is then at F / t / peak of its\n"
     "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"
     "  at bytes / t / probe of the read bandwidth: the row is bound by whichever fraction is nearer 100%.\n"
@@ -91,6 +91,9 @@ struct Shape {
 };
 
 const char* kernel_family(Kind k) { return k == Kind::kFp4 ? "fp4_gemm/" : k == Kind::kFp8 ? "fp8_gemm/" : "bf16_gemm/"; }
+
+// The model's AMX routing role of a shape: the FP4 shapes are routed experts, the others dense.
+kernels::WeightRole role_of(Kind k) { return k == Kind::kFp4 ? kernels::WeightRole::kRoutedExpert : kernels::WeightRole::kDense; }
 
 // Decode-time matrices of one V4-Flash layer (spec §3 table).
 const Shape kShapes[] = {
@@ -286,6 +289,7 @@ int cmd_bench(int argc, char** argv) {
   auto amx_routed = args.get_int("--amx-routed-tokens", amx_default.routed, 1, 1 << 20);
   if (!amx_dense.is_ok()) return report_error("bench", amx_dense.status());
   if (!amx_routed.is_ok()) return report_error("bench", amx_routed.status());
+  const kernels::AmxRouting amx{*amx_dense, *amx_routed};
   Isa isa = Isa::kAuto;
   if (!kernels::parse_isa(args.get_or("--isa", "auto").c_str(), &isa))
     return report_error("bench", invalid_argument("bench.bad_isa", "unknown --isa " + args.get_or("--isa", "")));
@@ -431,13 +435,14 @@ int cmd_bench(int argc, char** argv) {
       gemv_anon_huge = std::max(gemv_anon_huge.value_or(0), u.anon_huge_bytes);
     const std::vector<float> x = make_activations(1, s.n_cols, 7);
     std::vector<float> out(static_cast<size_t>(s.n_rows));
-    const kernels::MatmulOptions opt{true, used, &pool};
+    const int64_t amx_min = amx.min_tokens(role_of(s.kind));
+    const kernels::MatmulOptions opt{true, used, &pool, amx_min};
     const double sec = time_per_call(*min_time, copies, [&](int64_t i) {
       run_gemm(s, ws[static_cast<size_t>(i % copies)], x.data(), 1, out.data(), opt);
     });
     const double gbps = static_cast<double>(bytes) / sec / 1e9;
     const std::string kernel =
-        kernel_family(s.kind) + std::string(kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols))) + "/m=1";
+        kernel_family(s.kind) + std::string(kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols, amx_min))) + "/m=1";
     const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
     gemv.push_back({{"tensor", s.name},
                     {"kernel", kernel},
@@ -489,8 +494,8 @@ int cmd_bench(int argc, char** argv) {
     std::vector<int32_t> ids(kTopK);
     const std::vector<float> rw(kTopK, 0.25f);
     kernels::MoeLayerScratch scratch;
-    const kernels::MoeLayerWeights lw{experts.data(), n_experts, &shared, 10.0f};
-    const kernels::MatmulOptions opt{true, used, &pool};
+    const kernels::MoeLayerWeights lw{experts.data(), n_experts, &shared, 10.0f, amx.dense};
+    const kernels::MatmulOptions opt{true, used, &pool, amx.routed};
     uint64_t seed = 77;
     const double sec = time_per_call(*min_time, n_experts / kTopK + 1, [&](int64_t) {
       for (int64_t j = 0; j < kTopK; ++j) {  // six distinct experts
@@ -506,7 +511,7 @@ int cmd_bench(int argc, char** argv) {
     });
     const int64_t bytes = kTopK * expert_bytes + shared_bytes;
     const double gbps = static_cast<double>(bytes) / sec / 1e9;
-    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096)) + "/m=1"},
+    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1"},
                                   {"n_experts_in_memory", n_experts},
                                   {"weight_bytes_per_token", bytes},
                                   {"us_per_call", sec * 1e6},
@@ -514,7 +519,7 @@ int cmd_bench(int argc, char** argv) {
                                   {"ratio_to_probe", gbps / probe.best_gbps}};
     if (!json)
       std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", "moe layer (6 routed+shared)",
-                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096)) + "/m=1").c_str(),
+                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1").c_str(),
                   (std::to_string(bytes / 1000000) + " MB").c_str(), sec * 1e6, gbps, 100.0 * gbps / probe.best_gbps);
   }
 
@@ -530,18 +535,16 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t m : {1, 4, 8, 16, 64, 256}) {
       const std::vector<float> x = make_activations(m, s.n_cols, 9);
       std::vector<float> out(static_cast<size_t>(m * s.n_rows));
-      const kernels::MatmulOptions opt{true, used, &pool};
+      const int64_t amx_min = amx.min_tokens(role_of(s.kind));
+      const kernels::MatmulOptions opt{true, used, &pool, amx_min};
       const double sec =
           time_per_call(*min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
       const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
       const std::string kernel = std::string(kernel_family(s.kind)) +
-                                 kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols)) + "/m=" + std::to_string(m);
+                                 kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols, amx_min)) + "/m=" + std::to_string(m);
       const double gbps = static_cast<double>(matrix_bytes(s)) / sec / 1e9;
-      const bench::WeightFamily family = s.kind == Kind::kFp4   ? bench::WeightFamily::kFp4
-                                         : s.kind == Kind::kFp8 ? bench::WeightFamily::kFp8
-                                                                : bench::WeightFamily::kBf16;
       // make_activations fake-quantizes: bf16-exact, as the model's FP8/FP4 inputs are.
-      const auto insn = bench::gemm_insn(family, used, m, s.n_cols, true);
+      const auto insn = bench::gemm_insn(used, m, s.n_cols, true, amx_min);
       const kernels::ComputePeak* peak = insn ? peaks.get(*insn) : nullptr;
       nlohmann::json row = {{"tensor", s.name}, {"kernel", kernel},          {"m", m},
                             {"ms_per_call", sec * 1e3}, {"gflops", gflops}, {"gbps", gbps},
@@ -572,7 +575,7 @@ int cmd_bench(int argc, char** argv) {
     mo.batches = *batches;
     mo.model.threads = pool.n_threads();
     mo.model.isa = isa;
-    mo.model.amx = {*amx_dense, *amx_routed};
+    mo.model.amx = amx;
     mo.model.backend = backend;
     mo.model.weights.residency = *weights;
     mo.model.numa = *numa_mode;

@@ -164,6 +164,81 @@ TEST(ThreadPool, ManyBackToBackDispatchesSumExactly) {
   EXPECT_EQ(got, expected);
 }
 
+// A post does not wake sleeping workers (ThreadPool::warm): a job does, and they prefetch after it.
+void wake_workers(ThreadPool& pool) {
+  pool.parallel_for(64, 1, [](int64_t, int64_t, int) {});
+}
+
+// Polls until the workers have prefetched `bytes` for warm() (a liveness bound, not a timing threshold).
+bool warmed_reaches(const ThreadPool& pool, uint64_t bytes) {
+  for (int i = 0; i < 30000 && pool.warmed_bytes() < bytes; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return pool.warmed_bytes() >= bytes;
+}
+
+// warm(): the workers prefetch every posted byte exactly once between them (blocks dealt round-robin),
+// up to kMaxWarmBytes, also when jobs interrupt them (they resume where they stopped), and a one-thread
+// pool does nothing. Prefetch never faults, so the ranges need not be touched memory.
+TEST(ThreadPool, WarmPrefetchesEachPostedByteOnce) {
+  std::vector<char> a(3 << 20), b(1 << 20);
+  const ThreadPool::WarmRange r[] = {{a.data(), a.size()}, {b.data(), b.size() - 100}};
+  const uint64_t total = a.size() + b.size() - 100;
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    pool.warm(r);
+    wake_workers(pool);
+    ASSERT_TRUE(warmed_reaches(pool, total)) << threads;
+    // A second, identical post is a new post: fetched again once.
+    pool.warm(r);
+    wake_workers(pool);
+    ASSERT_TRUE(warmed_reaches(pool, 2 * total)) << threads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(pool.warmed_bytes(), 2 * total) << threads;
+  }
+  ThreadPool one(1);
+  one.warm(r);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(one.warmed_bytes(), 0u);
+}
+
+TEST(ThreadPool, WarmStopsAtTheByteCap) {
+  std::vector<char> big(ThreadPool::kMaxWarmBytes + (8 << 20));
+  const ThreadPool::WarmRange r[] = {{big.data(), big.size()}};
+  ThreadPool pool(2);
+  pool.warm(r);
+  wake_workers(pool);
+  ASSERT_TRUE(warmed_reaches(pool, ThreadPool::kMaxWarmBytes));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(pool.warmed_bytes(), ThreadPool::kMaxWarmBytes);
+}
+
+// Posts interleaved with jobs: every job still sums exactly (a warm wake-up claims no chunk), and the
+// interrupted post is finished after the jobs, each byte once.
+TEST(ThreadPool, JobsBetweenWarmPostsStayExact) {
+  std::vector<char> buf(8 << 20);
+  const ThreadPool::WarmRange r[] = {{buf.data(), buf.size()}};
+  ThreadPool pool(3);
+  int64_t expected = 0, got = 0;
+  std::vector<int64_t> partial(3);
+  for (int iter = 0; iter < 1000; ++iter) {
+    if (iter % 3 == 0) pool.warm(r);
+    const int64_t n = 1 + iter % 53;
+    std::fill(partial.begin(), partial.end(), 0);
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int slot) {
+      for (int64_t i = b; i < e; ++i) partial[static_cast<size_t>(slot)] += i;
+    });
+    for (int64_t p : partial) got += p;
+    expected += n * (n - 1) / 2;
+  }
+  EXPECT_EQ(got, expected);
+  // One post interrupted by jobs: the workers resume where they stopped, and fetch each byte once.
+  ThreadPool fresh(3);
+  fresh.warm(r);
+  for (int iter = 0; iter < 200; ++iter) fresh.parallel_for(64, 1, [](int64_t, int64_t, int) {});
+  ASSERT_TRUE(warmed_reaches(fresh, buf.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(fresh.warmed_bytes(), buf.size());
+}
+
 // A pool of "0 threads" built on a thread restricted to one CPU (as taskset or a container's cpuset
 // would) has one thread, not one per CPU of the machine: more threads than usable CPUs time-share them.
 TEST(ThreadPool, ZeroThreadsMeansTheCpusTheCallerMayUse) {

@@ -67,8 +67,13 @@ enum class WeightRole { kDense, kRoutedExpert };
 // The fewest tokens a call runs on AMX, per weight role: the one place the model's choice lives (carried
 // in its Execution, set from ModelOptions). Dense weights run on AMX at every token count by default: then
 // each dense output is one fixed sequence of operations whatever the batch (batch invariance with AMX),
-// and from 2 tokens AMX is the faster path (above); at 1 token it costs 3-9% more CPU time than the vector
-// tiles, which decode at the bandwidth limit hides. Routed experts keep kAmxMinTokensDefault.
+// and from 2 tokens AMX is the faster path (above). At 1 token it costs 3-9% more CPU time per call than
+// the vector tiles; the medium model (dsv4 bench, quiet machine, probe 29-34 GB/s, interleaved runs) decoded
+// batch 1 at 6.83 / 7.94 / 7.07 tok/s with dense from 1 against 8.10 / 7.39 / 8.19 with dense from 2
+// (--amx-dense-tokens 2): ~7% at batch 1, within a run-to-run spread of about that size; batch 8 22.7-25.1
+// either way (vector tiles below 16 rows, main at c78007b: batch 1 7.32 / 8.25, batch 8 18.3 / 21.5). Dense
+// from 1 is kept for what dense from 2 would lose: a stream's logits would differ between decoding alone
+// and decoding beside others. Routed experts keep kAmxMinTokensDefault.
 struct AmxRouting {
   int64_t dense = 1;
   int64_t routed = kAmxMinTokensDefault;

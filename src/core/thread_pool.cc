@@ -2,8 +2,6 @@
 // workers spin on the generation for a short while (bridging the back-to-back dispatches of a decode
 // step), then block on a futex, so idle workers on a shared machine sleep instead of burning a core.
 // The caller only enters the kernel to wake workers when one is really asleep.
-// Between jobs, workers may prefetch the byte ranges the caller posted with warm() (the next dispatch's
-// weights), in 16 KiB blocks, checking after each block whether a job or a new post has arrived.
 #include "core/thread_pool.h"
 
 #include <algorithm>
@@ -124,7 +122,7 @@ ThreadPool::ThreadPool(int n_threads, std::vector<std::vector<int>> thread_cpus)
   if (!thread_cpus.empty()) caller_cpus_ = thread_cpus[0];
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
   for (int i = 1; i < n_threads_; ++i) {
-    workers_.emplace_back([this, i] { worker_loop(i); });
+    workers_.emplace_back([this] { worker_loop(); });
     const auto& cpus = thread_cpus.empty() ? caller_cpus_ : thread_cpus[static_cast<size_t>(i)];
     if (!thread_cpus.empty() && !cpus.empty() && !pin_thread(workers_.back(), cpus)) ++pin_failures_;
   }
@@ -227,75 +225,9 @@ void ThreadPool::run(int64_t n, int64_t grain, TaskFn fn, void* ctx) {
   wait_all_done(total);
 }
 
-void ThreadPool::warm(std::span<const WarmRange> ranges) {
-  if (n_threads_ <= 1 || t_in_chunk) return;
-  const int n = static_cast<int>(std::min<size_t>(ranges.size(), kMaxWarmRanges));
-  if (n == 0 && warm_n_.load(std::memory_order_relaxed) == 0) return;  // nothing posted, nothing to withdraw
-  // Seqlock write: odd, the ranges, even again (release: a worker that sees the even value sees them).
-  const uint32_t s = warm_seq_.load(std::memory_order_relaxed);
-  warm_seq_.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  for (int i = 0; i < n; ++i) {
-    warm_words_[static_cast<size_t>(2 * i)].store(reinterpret_cast<uintptr_t>(ranges[static_cast<size_t>(i)].data),
-                                                  std::memory_order_relaxed);
-    warm_words_[static_cast<size_t>(2 * i + 1)].store(ranges[static_cast<size_t>(i)].bytes, std::memory_order_relaxed);
-  }
-  warm_n_.store(n, std::memory_order_relaxed);
-  warm_seq_.store(s + 2, std::memory_order_release);
-  if (n == 0) return;
-  // Bump the generation as for a job (a spinning worker finds no chunk, then prefetches), but wake no
-  // sleeping worker: on a busy machine the wake-up can preempt the caller, whose serial work is the step's
-  // critical path (measured: the medium model's serial phases 3x slower with wake-ups); a sleeping worker
-  // is woken by the next job as before.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
-}
-
-void ThreadPool::warm_some(int index, uint32_t gen, uint32_t* seq, size_t* done) {
-  const uint32_t s = warm_seq_.load(std::memory_order_acquire);
-  if (s & 1u) return;  // being rewritten: a new post (and its generation bump) follows
-  WarmRange r[kMaxWarmRanges];
-  const int n = std::min(warm_n_.load(std::memory_order_relaxed), kMaxWarmRanges);
-  for (int i = 0; i < n; ++i)
-    r[i] = {reinterpret_cast<const void*>(warm_words_[static_cast<size_t>(2 * i)].load(std::memory_order_relaxed)),
-            warm_words_[static_cast<size_t>(2 * i + 1)].load(std::memory_order_relaxed)};
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (warm_seq_.load(std::memory_order_relaxed) != s) return;  // torn copy
-  if (*seq != s) *seq = s, *done = 0;
-  if (*done == SIZE_MAX) return;  // this post is all fetched
-  // Blocks of kBlock bytes dealt round-robin to the n_threads − 1 workers, in range order: the caller's
-  // first chunk reads the first bytes, so they come first.
-  constexpr size_t kBlock = 16 << 10;
-  const auto workers = static_cast<size_t>(n_threads_ - 1), mine = static_cast<size_t>(index - 1);
-  size_t offset = 0, fetched = 0;
-  for (int i = 0; i < n; ++i) {
-    const size_t len = std::min(r[i].bytes, kMaxWarmBytes - std::min(kMaxWarmBytes, offset));
-    const char* base = static_cast<const char*>(r[i].data);
-    for (size_t b = 0; b * kBlock < len; ++b) {
-      const size_t at = offset + b * kBlock;
-      if ((at / kBlock) % workers != mine || at < *done) continue;
-      // A job (generation_) or a new post or withdrawal (warm_seq_) ends this one.
-      if (generation_.load(std::memory_order_relaxed) != gen || warm_seq_.load(std::memory_order_relaxed) != s) {
-        warmed_bytes_.fetch_add(fetched, std::memory_order_relaxed);
-        return;
-      }
-      const size_t end = std::min(len, (b + 1) * kBlock);
-      // Read prefetch with low temporal locality (x86: prefetcht2): into this core's L2 and from there,
-      // evicted, into the L3 the caller reads it from; a prefetch never faults.
-      for (size_t o = b * kBlock; o < end; o += 64) __builtin_prefetch(base + o, 0, 1);
-      fetched += end - b * kBlock;
-      *done = at + kBlock;
-    }
-    offset += r[i].bytes;
-  }
-  *done = SIZE_MAX;
-  warmed_bytes_.fetch_add(fetched, std::memory_order_relaxed);
-}
-
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::worker_loop() {
   // Not a load: a pool destroyed before this thread starts has already bumped the generation.
   uint32_t seen = 0;
-  uint32_t warm_seq = UINT32_MAX;  // the post this worker's warm progress belongs to
-  size_t warm_done = 0;
   for (;;) {
     if (!spin_until_changed(generation_, seen)) {
       // Dekker with run(): either this thread sees the new generation, or the caller sees sleepers_.
@@ -307,7 +239,6 @@ void ThreadPool::worker_loop(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     drain(-1, 0);
     scratch_follow_steps();  // per-thread buffers the step's chunks grew (core/scratch.h)
-    if (warm_n_.load(std::memory_order_relaxed) > 0) warm_some(index, seen, &warm_seq, &warm_done);
   }
 }
 

@@ -5,11 +5,9 @@
 // that compute each output inside one grain are bit-identical for every thread count and schedule.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -56,23 +54,6 @@ class ThreadPool {
 
   static constexpr int kChunksPerThread = 4;
 
-  // Byte ranges the idle workers pull toward the cache (software prefetch, which never faults) while the
-  // caller works alone: a decode step posts the weights its next dispatch reads before the serial work
-  // that precedes it (norms, mHC, attention over the context), so that dispatch starts on cached lines.
-  // Workers prefetch between jobs only, stop the moment a job is published and resume after it; a new
-  // call replaces the ranges, an empty one withdraws them. At most kMaxWarmRanges ranges (the rest are
-  // ignored) and kMaxWarmBytes bytes in all. A post wakes no sleeping worker (only spinning ones take it
-  // up at once; sleepers after the next job). No-op in a one-thread pool and from inside a chunk.
-  struct WarmRange {
-    const void* data;
-    size_t bytes;
-  };
-  static constexpr int kMaxWarmRanges = 8;
-  static constexpr size_t kMaxWarmBytes = size_t{32} << 20;
-  void warm(std::span<const WarmRange> ranges);
-  // Bytes the workers have prefetched for warm() so far (bench, tests).
-  uint64_t warmed_bytes() const { return warmed_bytes_.load(std::memory_order_relaxed); }
-
   // Testing: called on the claiming thread before each chunk with (slot, chunk index), so a test can
   // delay chosen threads and force uneven schedules. nullptr (the default) costs one load per chunk.
   using ChunkHook = void (*)(int slot, int64_t chunk);
@@ -81,10 +62,7 @@ class ThreadPool {
  private:
   using TaskFn = void (*)(void* ctx, int64_t begin, int64_t end, int slot);
   void run(int64_t n, int64_t grain, TaskFn fn, void* ctx);
-  void worker_loop(int index);
-  // Worker `index`'s share of the posted ranges, from where it stopped for the same post (`seq`, `done`:
-  // the worker's own progress); returns early when generation_ moves past `gen`.
-  void warm_some(int index, uint32_t gen, uint32_t* seq, size_t* done);
+  void worker_loop();
   // Claims and runs chunks until a claim misses. `slot` belongs to job `job` (−1/−1: none yet); a claim
   // that lands in another job (this thread was still claiming when the caller published the next one)
   // takes a fresh slot there, since the old number may already be another thread's.
@@ -115,11 +93,6 @@ class ThreadPool {
   std::atomic<uint32_t> sleepers_{0};                // workers blocked on generation_
   std::atomic<bool> stop_{false};
   std::atomic<ChunkHook> chunk_hook_{nullptr};
-  // warm(): a seqlock over the ranges (odd while the caller rewrites them; workers copy and re-check).
-  alignas(64) std::atomic<uint32_t> warm_seq_{0};
-  std::atomic<int> warm_n_{0};
-  std::array<std::atomic<uintptr_t>, 2 * kMaxWarmRanges> warm_words_{};  // (data, bytes) pairs
-  std::atomic<uint64_t> warmed_bytes_{0};
 };
 
 }  // namespace dsv4

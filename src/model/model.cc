@@ -50,7 +50,6 @@ Result<std::unique_ptr<Model>> Model::load(const std::filesystem::path& dir, con
   m->numa_topology_ = std::move(topology);
   m->ctx_ = v4::ModelContext::make(cfg);
   m->ctx_.exec = {options.backend, m->pool_.get(), options.isa, options.amx};
-  m->ctx_.exec.warm = options.warm_weights;
   m->weights_ = std::move(w);
   DSV4_RETURN_IF_ERROR(m->configure_kv_pages(KvStorage::kFp8, 0));
   return m;

@@ -80,13 +80,6 @@ struct ModelOptions {
   // folios, else a copy), else a lazy mapping. The reference backend decodes every linear to fp32 at
   // load, so for it auto means mmap (a copy would only add a read of the checkpoint).
   CheckpointOptions weights = model_checkpoint_options();
-  // cpu backend: while the calling thread does a decode step's serial work (mHC, norms, the attention
-  // core), the pool's idle workers prefetch the next dispatch's weights (ThreadPool::warm). No effect on
-  // any result. Off by default: on the 2-vCPU development machine under load, the medium model's batch-1
-  // decode lost ~4% tokens per CPU-second with it and its attention core ran ~2.5x slower, with no
-  // measurable matmul gain (a paired microbenchmark, bench/decode_overlap_bench.cc, gained 4-10% of a
-  // serial+GEMV step); `dsv4 bench --warm-weights on` measures it on another machine.
-  bool warm_weights = false;
 };
 
 class Model {
@@ -96,8 +89,6 @@ class Model {
 
   const ModelOptions& options() const { return options_; }
   int threads() const { return pool_->n_threads(); }
-  // Bytes the idle workers have prefetched ahead of weight dispatches so far (ModelOptions::warm_weights).
-  uint64_t warmed_bytes() const { return pool_->warmed_bytes(); }
   // The NUMA plan the model runs under (mode, threads per node, weight placement) and the topology it was
   // made from (empty nodes with --numa off, which reads no topology).
   const NumaPlan& numa_plan() const { return numa_plan_; }

@@ -301,7 +301,6 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     std::vector<float> logits;
     v4::DispatchProfile prof;
     const v4::DispatchProfile::Install profiled(&prof);  // two clock reads per dispatch and phase
-    const uint64_t warmed0 = model->warmed_bytes();
     const auto t0 = Clock::now();
     const double c0 = process_cpu_seconds();
     for (int64_t t = 0; t < opt.decode_steps; ++t) {
@@ -397,11 +396,6 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     if (!opt.quiet)
       std::printf("  %6s where the wall time went (the caller's view; GB/s: each phase's weight bytes over its own wall):\n", "");
     row["phases"] = profile_report(prof, tokens, opt.probe_gbps, opt.quiet);
-    const double warmed = static_cast<double>(model->warmed_bytes() - warmed0) / tokens;
-    row["warmed_bytes_per_token"] = warmed;
-    if (!opt.quiet)
-      std::printf("    idle workers prefetched %.2f MB/token of the next dispatches' weights (--warm-weights %s)\n", warmed / 1e6,
-                  opt.model.warm_weights ? "on" : "off");
     rows.push_back(row);
   }
   j["decode"] = rows;

@@ -48,7 +48,7 @@ constexpr const char* kUsage =
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"
-    "                  [--weights auto|copy|mmap] [--numa auto|distribute|isolate|off] [--warm-weights on|off]\n"
+    "                  [--weights auto|copy|mmap] [--numa auto|distribute|isolate|off]\n"
     "                  [--amx-dense-tokens N] [--amx-routed-tokens N]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
@@ -75,9 +75,7 @@ constexpr const char* kUsage =
     "  attention, MoE gate, MoE expert and head matmul dispatches; attention core, mHC, routing, head mix, the\n"
     "  rest) its ms per token and share, and for the matmuls their weight MB per token and the GB/s and\n"
     "  fraction of the probe each achieved over its own dispatches: the kernels in the model against the\n"
-    "  decode GEMV rows, and the serial time between dispatches ('= outside'), with the weight MB per token\n"
-    "  the idle workers prefetched during it. --warm-weights on: idle workers prefetch the next dispatch's\n"
-    "  weights during the serial work (ModelOptions::warm_weights; default off).\n"
+    "  decode GEMV rows, and the serial time between dispatches ('= outside').\n"
     "  --amx-dense-tokens / --amx-routed-tokens: the model's AMX routing (kernels::AmxRouting): the fewest rows\n"
     "  a dense projection (attention, indexer, compressor, gate, shared expert, head) / a routed expert's call\n"
     "  runs on AMX with; defaults 1 / 16.\n"
@@ -273,7 +271,7 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo,
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
                              "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa",
-                             "--amx-dense-tokens", "--amx-routed-tokens", "--warm-weights"},
+                             "--amx-dense-tokens", "--amx-routed-tokens"},
                             {"--json", "--help"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
@@ -345,10 +343,6 @@ int cmd_bench(int argc, char** argv) {
     model_cfg = std::move(*c);
   }
 
-  const std::string warm_flag = args.get_or("--warm-weights", "off");
-  if (warm_flag != "on" && warm_flag != "off")
-    return report_error("bench", invalid_argument("bench.warm_weights", "--warm-weights takes on or off, got '" + warm_flag + "'"));
-  const bool warm_weights = warm_flag == "on";
   auto numa_mode = parse_numa_flag(args);
   if (!numa_mode.is_ok()) return report_error("bench", numa_mode.status());
   // The same NUMA plan as the model's (Model::load): the probes then measure what decode can reach.
@@ -585,7 +579,6 @@ int cmd_bench(int argc, char** argv) {
     mo.model.backend = backend;
     mo.model.weights.residency = *weights;
     mo.model.numa = *numa_mode;
-    mo.model.warm_weights = warm_weights;
     // The model rows' ratios use a probe taken right before them: on a shared machine the first probe
     // may have run under another load than the model does, minutes later. Both page kinds again (the
     // higher of each figure), 3 passes of at most 1 GiB: a second or two.

@@ -81,14 +81,12 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   CompressorProjection& cproj = call.cproj;
   if (w.has_compressor) compressor_project_jobs(w.compressor, x, n, &cproj, &x_jobs);
   linear_jobs(ctx.exec, x_jobs, n);
-  warm_weights(ctx.exec, {&w.wq_b, w.has_indexer ? &w.indexer.wq_b : nullptr});
   // 1. Query latent qr = RMSNorm_q(wq_a·x) (the indexer reuses it).
   ref::rms_norm(qr, n, c.q_lora_rank, w.q_norm.data(), eps, qr);
   // 3. Shared K=V latent: RMSNorm_kv(wkv·x) (RoPE tail and FP8 simulation per sequence below).
   ref::rms_norm(kv, n, D, w.kv_norm.data(), eps, kv);
   if (w.has_indexer) indexer_project_finish(ctx, &iproj);
   linear_jobs(ctx.exec, qr_jobs, n);
-  warm_weights(ctx.exec, {&w.wo_a, &w.wo_b});  // while RoPE, the indexer and the attention core run
   // 2. Query heads: per-head RMS in bf16 steps (RoPE per sequence below).
   ref::head_rms_norm_bf16(q, n * H, D, eps);
 

@@ -3,7 +3,6 @@
 
 #include "core/scratch.h"
 
-#include "model/deepseek_v4/linear.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
 #include "ops/reference/norm.h"
@@ -54,13 +53,10 @@ void block_forward(const ModelContext& ctx, int64_t il, const BlockWeights& w, s
   float* H2 = scratch(kH2, n * hc * d);       // [n, hc, d]
   const auto copy = [](const float* p, int64_t len) { return std::vector<float>(p, p + len); };
 
-  // Idle workers prefetch each next dispatch's weights while the caller mixes and normalises alone.
-  warm_weights(ctx.exec, {&w.attn.wq_a, &w.attn.wkv});
   hc_pre_tokens(ctx, w.hc_attn, H, n, y, post, comb);
   if (trace) trace->hc_pre_attn_y = copy(y, n * d), trace->hc_attn_post = copy(post, n * hc), trace->hc_attn_comb = copy(comb, n * hc * hc);
   attention_sublayer(ctx, il, w, segs, y, n, sub, trace ? &trace->indexer : nullptr);
   if (trace) trace->attn_out = copy(sub, n * d);
-  warm_weights(ctx.exec, {&w.moe.gate, &w.moe.shared.w1, &w.moe.shared.w3});
   hc_post_tokens(ctx, sub, H, post, comb, n, H2);
 
   hc_pre_tokens(ctx, w.hc_ffn, H2, n, y, post, comb);

@@ -25,7 +25,6 @@ struct Execution {
   ThreadPool* pool = nullptr;             // owned by the Model; nullptr runs on the calling thread
   kernels::Isa isa = kernels::Isa::kAuto;  // kCpu only
   kernels::AmxRouting amx;                 // kCpu with AMX: the fewest tokens per weight role that take it
-  bool warm = false;                       // kCpu: idle workers prefetch the next dispatch's weights
 };
 
 }  // namespace v4

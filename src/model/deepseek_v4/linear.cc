@@ -72,33 +72,8 @@ Phase dispatch_phase() { return DispatchProfile::active() ? DispatchProfile::mat
 
 }  // namespace
 
-void warm_weights(const Execution& ex, std::initializer_list<const LinearWeight*> ws) {
-  if (!ex.warm || ex.backend != Backend::kCpu || ex.pool == nullptr) return;
-  ThreadPool::WarmRange r[ThreadPool::kMaxWarmRanges];
-  size_t n = 0;
-  const auto add = [&](const void* p, int64_t bytes) {
-    if (p != nullptr && bytes > 0 && n < ThreadPool::kMaxWarmRanges) r[n++] = {p, static_cast<size_t>(bytes)};
-  };
-  for (const LinearWeight* w : ws) {
-    if (w == nullptr) continue;
-    const int64_t rows = w->params.n_out, k = w->params.n_in;
-    switch (w->format) {
-      case WeightFormat::kFp8: add(w->fp8.codes, rows * k); break;
-      case WeightFormat::kFp4: add(w->fp4.packed, rows * k / 2); break;
-      case WeightFormat::kBf16: add(w->bf16.data, rows * k * 2); break;
-      case WeightFormat::kF32: break;
-    }
-  }
-  ex.pool->warm({r, n});
-}
-
-void withdraw_warm(const Execution& ex) {
-  if (ex.pool != nullptr) ex.pool->warm({});
-}
-
 void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t n, float* y, kernels::WeightRole role) {
   const DispatchProfile::Scope timed(dispatch_phase(), DispatchProfile::active() ? weight_bytes(w) : 0);
-  withdraw_warm(ex);
   if (w.format == WeightFormat::kF32) {
     ref::linear(w.params, w.w.data(), x, n, y);
     return;
@@ -160,7 +135,6 @@ void linear_jobs(const Execution& ex, std::span<const LinearJob> jobs, int64_t n
   if (DispatchProfile::active())
     for (const LinearJob& j : jobs) profiled_bytes += weight_bytes(*j.w);
   const DispatchProfile::Scope timed(dispatch_phase(), profiled_bytes);
-  withdraw_warm(ex);
   // Inputs: FP8-quantized once per distinct x (spec §3, as linear() does), raw otherwise.
   thread_local std::vector<const float*> inputs;      // per job: what its kernel reads
   thread_local ScratchVec<float> quantized;           // the distinct quantized inputs, back to back

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <span>
 #include <vector>
 
@@ -39,14 +38,5 @@ struct LinearJob {
 // move to the next matrix instead of idling at each one's tail. Other n, the reference backend and fp32
 // weights: linear() per job.
 void linear_jobs(const Execution& ex, std::span<const LinearJob> jobs, int64_t n);
-
-// Posts the weights of the coming dispatch (in the order its first chunks read them) to the pool's idle
-// workers, which prefetch them while the caller does the serial work before it (ThreadPool::warm; they
-// resume after any other job in between, e.g. the attention core's). cpu backend with a pool and
-// Execution::warm only; a null entry is skipped.
-void warm_weights(const Execution& ex, std::initializer_list<const LinearWeight*> ws);
-// Withdraws the post: every weight dispatch calls it as it starts (it reads its own weights; what the
-// workers would fetch after it is already read).
-void withdraw_warm(const Execution& ex);
 
 }  // namespace dsv4::v4

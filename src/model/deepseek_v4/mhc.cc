@@ -81,7 +81,6 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
   const DispatchProfile::Scope timed(Phase::kHeadMix);  // the head linear inside charges kHeadLinear
-  warm_weights(ctx.exec, {&head});
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> h;  // [n, dim], grow-only (trimmed at the end of a forward)
   h.grow(n * p.dim);

@@ -130,7 +130,6 @@ void moe_forward(const ModelContext& ctx, int64_t il, const MoeWeights& w, const
     opt.pool = ex.pool;
     opt.amx_min_tokens = ex.amx.min_tokens(kernels::WeightRole::kRoutedExpert);
     const DispatchProfile::Scope experts(Phase::kMoeExperts, DispatchProfile::active() ? expert_bytes(w, idx_p, n * K) : 0);
-    withdraw_warm(ex);
     kernels::moe_layer(mw, x, n, idx_p, wk_p, K, out, scratch, opt);
     return;
   }

@@ -279,6 +279,18 @@ void write_out(const Ctx& cx, const float (*acc)[16], int64_t row0, int n_valid,
   }
 }
 
+// acc: [16 rows][n_cols] fp32, packed.
+void write_out_packed(const Ctx& cx, const float* acc, int64_t row0, int n_valid, int64_t tt) {
+  const int64_t t_base = tt * 16, t_end = cx.n_tokens - t_base < 16 ? cx.n_tokens - t_base : 16;
+  for (int64_t t = 0; t < t_end; ++t) {
+    float* o = cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0);
+    for (int n = 0; n < n_valid; ++n) {
+      const float v = acc[n * cx.n_cols + t];
+      o[n] = cx.round_bf16 ? round_to_bf16(v) : v;
+    }
+  }
+}
+
 // One TDPBF16PS into an accumulator the previous one wrote waits for it (~3 products' time), so the
 // products are spread over four accumulator tiles C0..C3 (tile j = accumulator j, by compile-time index).
 inline void dp_into(int j, const uint16_t* a, const uint32_t* b, int b_stride, int a_stride = 64) {
@@ -388,22 +400,26 @@ void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_val
 // FP8 block: chunk c's steps accumulate in a fresh C(c % 2), folded as acc = fma(C, scale_c, acc) in chunk
 // order; the fold of chunk c is issued after chunk c + 1's products, so its tile store does not wait on
 // the products just issued. With one token tile the decode runs a chunk ahead of the tile loads.
-void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, uint16_t* apack,
-               float (*acc)[16], float (*cb)[16][16]) {
+void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, uint16_t* apack, float* acc,
+               float* cb) {
   const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
   const int stride = 4 * cx.n_cols;
+  // C tiles are stored packed, [16 rows][n_cols] (row stride = the tile's width), so the fold touches
+  // n_cols vectors: one at m = 1 rather than sixteen 64-byte rows of which one column is live.
+  const int nv = cx.n_cols;
   auto fold = [&](int64_t c) {
+    float* cp = cb + (c & 1) * 256;
     if (c & 1) {
-      _tile_stored(1, cb[1], 64);
+      _tile_stored(1, cp, stride);
     } else {
-      _tile_stored(0, cb[0], 64);
+      _tile_stored(0, cp, stride);
     }
     const __m512 s = _mm512_set1_ps(dec.chunk_scale(row0, c));
-    for (int n = 0; n < 16; ++n)
-      _mm512_store_ps(acc[n], _mm512_fmadd_ps(_mm512_load_ps(cb[c & 1][n]), s, _mm512_load_ps(acc[n])));
+    for (int v = 0; v < nv; ++v)
+      _mm512_store_ps(acc + 16 * v, _mm512_fmadd_ps(_mm512_load_ps(cp + 16 * v), s, _mm512_load_ps(acc + 16 * v)));
   };
   auto run = [&](int64_t tt, auto chunk_ptr, bool decode) {
-    std::memset(acc, 0, sizeof(float) * 256);
+    for (int v = 0; v < nv; ++v) _mm512_store_ps(acc + 16 * v, _mm512_setzero_ps());
     if (decode) {
       zero_rows(chunk_ptr(0), n_valid);
       zero_rows(chunk_ptr(1), n_valid);
@@ -422,7 +438,7 @@ void block_fp8(const Ctx& cx, const Fp8Decoder& dec, int64_t row0, int n_valid, 
       if (c > 0) fold(c - 1);
     }
     fold(chunks - 1);
-    write_out(cx, acc, row0, n_valid, tt);
+    write_out_packed(cx, acc, row0, n_valid, tt);
   };
   if (tiles == 1) {
     run(0, [&](int64_t c) { return apack + (c & 1) * kChunkElems; }, true);
@@ -547,7 +563,7 @@ void fp8_gemm_amx_rows(const AmxFp8Job& w, const AmxRowsArgs& a) {
   configure(cx.n_cols);
   for (int64_t nb = a.r0; nb < a.r1; nb += 16) {
     const int n_valid = static_cast<int>(a.r1 - nb < 16 ? a.r1 - nb : 16);
-    block_fp8(cx, dec, nb, n_valid, a.apack, st.acc, st.cb);
+    block_fp8(cx, dec, nb, n_valid, a.apack, &st.acc[0][0], &st.cb[0][0][0]);
   }
   _tile_release();
 }

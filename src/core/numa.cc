@@ -9,6 +9,7 @@
 #include <sstream>
 
 #if defined(__linux__)
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -305,12 +306,22 @@ bool numa_errno_is_unsupported(int err) { return err == ENOSYS || err == EPERM |
 
 #if defined(__linux__)
 
-Result<NumaApplied> pin_current_thread(std::span<const int> cpus) {
-  if (cpus.empty()) return NumaApplied{true, ""};
+namespace {
+
+// The affinity mask of `cpus` (ids outside the mask's range are left out).
+cpu_set_t cpu_set_of(std::span<const int> cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  return set;
+}
+
+}  // namespace
+
+Result<NumaApplied> pin_current_thread(std::span<const int> cpus) {
+  if (cpus.empty()) return NumaApplied{true, ""};
+  const cpu_set_t set = cpu_set_of(cpus);
   if (::sched_setaffinity(0, sizeof(set), &set) == 0) return NumaApplied{true, ""};
   const int err = errno;
   if (err == EINVAL)
@@ -318,6 +329,11 @@ Result<NumaApplied> pin_current_thread(std::span<const int> cpus) {
                                             ": none of them is allowed to this process");
   errno = err;
   return syscall_outcome(-1, "sched_setaffinity");
+}
+
+bool pin_thread(std::thread& t, std::span<const int> cpus) {
+  const cpu_set_t set = cpu_set_of(cpus);
+  return pthread_setaffinity_np(t.native_handle(), sizeof(set), &set) == 0;
 }
 
 std::vector<int> current_thread_cpus() {
@@ -358,6 +374,7 @@ ScopedThreadMemoryPolicy::~ScopedThreadMemoryPolicy() {
 Result<NumaApplied> pin_current_thread(std::span<const int> cpus) {
   return NumaApplied{cpus.empty(), cpus.empty() ? "" : "thread pinning is Linux-only"};
 }
+bool pin_thread(std::thread&, std::span<const int>) { return false; }
 std::vector<int> current_thread_cpus() { return {}; }
 int current_cpu() { return -1; }
 Result<NumaApplied> bind_memory(void*, uint64_t, const MemoryPlacement& placement) {

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -120,6 +121,9 @@ bool numa_errno_is_unsupported(int err);
 
 // Pins the calling thread to `cpus`. EINVAL (none of them allowed) → kInvalidArgument, rule "numa.pin".
 Result<NumaApplied> pin_current_thread(std::span<const int> cpus);
+// Pins another thread `t` to `cpus` (the pool pins each worker before its first job); false when refused
+// or not supported here.
+bool pin_thread(std::thread& t, std::span<const int> cpus);
 // The calling thread's affinity mask (sorted CPU ids); empty if unknown.
 std::vector<int> current_thread_cpus();
 // The CPU the calling thread runs on now (−1 if unknown).

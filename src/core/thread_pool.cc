@@ -13,8 +13,6 @@
 
 #if defined(__linux__)
 #include <linux/futex.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -37,21 +35,6 @@ thread_local bool t_in_chunk = false;
 // syscall per caller thread, not one per job.
 thread_local uint64_t t_pinned_for = 0;
 std::atomic<uint64_t> g_next_pool_id{1};
-
-// Pins `t` to `cpus` (a worker, from the constructor: the pin is in place before its first job).
-bool pin_thread(std::thread& t, const std::vector<int>& cpus) {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus)
-    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
-  return pthread_setaffinity_np(t.native_handle(), sizeof(set), &set) == 0;
-#else
-  (void)t;
-  (void)cpus;
-  return false;
-#endif
-}
 
 // How long a worker polls for the next job before it blocks, and how long the caller polls for the
 // last chunks before it blocks. A decode step issues its dispatches microseconds apart, so this bridges

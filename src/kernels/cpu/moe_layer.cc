@@ -154,18 +154,20 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
   });
   pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
 
-  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order.
+  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. Slots
+  // outermost: a thread streams each expert's slice of w2 rows in one pass (the decoder's prefetch of the
+  // next 16 rows stays in the same matrix), rather than hopping to the next expert every kAmxRows rows.
   for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int pslot) {
     float* o = outs + pslot * out_floats;  // [na, kAmxRows]
     uint16_t* apack = apacks + pslot * apack_elems;
     for (int64_t t = 0; t < g.n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
-    for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
-      const int64_t ne = std::min(n1, nb + kAmxRows);
-      for (int64_t slot = 0; slot < g.n_slots; ++slot) {
-        int64_t a0, na;
-        slot_tokens(slot, &a0, &na);
-        const bool routed = slot < g.n_routed_slots;
-        const uint32_t* hp = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(slot)];
+    for (int64_t slot = 0; slot < g.n_slots; ++slot) {
+      int64_t a0, na;
+      slot_tokens(slot, &a0, &na);
+      const bool routed = slot < g.n_routed_slots;
+      const uint32_t* hp = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(slot)];
+      for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
+        const int64_t ne = std::min(n1, nb + kAmxRows);
         if (routed) {
           const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
           detail::fp4_gemm_amx_rows({e.w2.packed, e.w2.scales, d, n_inter},

@@ -191,13 +191,17 @@ struct Fp4Decoder {
       const uint8_t* src = packed + (row0 + r) * half + c * 64;
       _mm_prefetch(reinterpret_cast<const char*>(src + prefetch), _MM_HINT_T1);
       const __m512i cv = _mm512_maskz_loadu_epi8(m, src);
-      uint32_t s4 = 0;
+      // The chunk's 4 scale bytes broadcast straight from memory (a load-port µop; through a general register
+      // it is one more shuffle-port µop, and the decode is bound on that port).
+      __m512i s4;
       if (steps == 4) {
-        std::memcpy(&s4, scales + (row0 + r) * n_sb + 4 * c, 4);  // one load (a variable size is a call)
+        s4 = _mm512_broadcastd_epi32(_mm_loadu_si32(scales + (row0 + r) * n_sb + 4 * c));
       } else {
-        for (int64_t i = 0; i < steps; ++i) s4 |= static_cast<uint32_t>(scales[(row0 + r) * n_sb + 4 * c + i]) << (8 * i);
+        uint32_t t = 0;
+        for (int64_t i = 0; i < steps; ++i) t |= static_cast<uint32_t>(scales[(row0 + r) * n_sb + 4 * c + i]) << (8 * i);
+        s4 = _mm512_set1_epi32(static_cast<int>(t));
       }
-      const __m512i sw = _mm512_shuffle_epi8(_mm512_set1_epi32(static_cast<int>(s4)), spread);
+      const __m512i sw = _mm512_shuffle_epi8(s4, spread);
       const __m512i d = _mm512_sub_epi16(top, _mm512_slli_epi16(sw, 7));  // (127 + bias − e) << 7 per lane
       const __m512i lo_n = _mm512_and_si512(cv, nib);
       const __m512i hi_n = _mm512_and_si512(_mm512_srli_epi16(cv, 4), nib);
@@ -271,14 +275,6 @@ struct Ctx {
   const uint32_t* b_step(int64_t tt, int64_t s) const { return xpack + (tt * 4 * chunks() + s) * 16 * n_cols; }
 };
 
-void write_out(const Ctx& cx, const float (*acc)[16], int64_t row0, int n_valid, int64_t tt) {
-  const int64_t t_base = tt * 16, t_end = cx.n_tokens - t_base < 16 ? cx.n_tokens - t_base : 16;
-  for (int64_t t = 0; t < t_end; ++t) {
-    float* o = cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0);
-    for (int n = 0; n < n_valid; ++n) o[n] = cx.round_bf16 ? round_to_bf16(acc[n][t]) : acc[n][t];
-  }
-}
-
 // round_to_bf16 on 16 lanes (the same bits: quiet NaN, else round to nearest even).
 __m512 round_to_bf16_x16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v), top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
@@ -336,14 +332,6 @@ inline void zero_accumulators() {
   _tile_zero(3);
 }
 
-// cb[j] ← accumulator j, [16 rows][16] fp32 (columns past the tile width untouched).
-inline void store_accumulators(float (*cb)[16][16]) {
-  _tile_stored(0, cb[0], 64);
-  _tile_stored(1, cb[1], 64);
-  _tile_stored(2, cb[2], 64);
-  _tile_stored(3, cb[3], 64);
-}
-
 void zero_rows(uint16_t* chunk, int n_valid) {
   if (n_valid >= 16) return;
   for (int s = 0; s < 4; ++s) std::memset(chunk + s * 512 + n_valid * 32, 0, static_cast<size_t>(16 - n_valid) * 64);
@@ -364,12 +352,20 @@ void block_continuous(const Ctx& cx, const Decoder& dec, int64_t row0, int n_val
   const int64_t chunks = cx.chunks(), tiles = (cx.n_tokens + 15) / 16;
   const int stride = 4 * cx.n_cols;
   constexpr bool kFp4Steps = std::is_same_v<Decoder, Fp4Decoder>;
+  // The accumulators are stored packed ([16 rows][n_cols], at the tile's width): n_cols vectors per tile to
+  // sum instead of 16 rows of 64 bytes of which n_cols columns are live (one vector at m = 1).
   auto finish = [&](int64_t tt) {
-    store_accumulators(cb);
-    for (int n = 0; n < 16; ++n)
-      _mm512_store_ps(cb[0][n], _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(cb[0][n]), _mm512_load_ps(cb[1][n])),
-                                              _mm512_add_ps(_mm512_load_ps(cb[2][n]), _mm512_load_ps(cb[3][n]))));
-    write_out(cx, cb[0], row0, n_valid, tt);
+    float* p = &cb[0][0][0];
+    const int nv = cx.n_cols, ps = 16 * nv;
+    _tile_stored(0, p, stride);
+    _tile_stored(1, p + ps, stride);
+    _tile_stored(2, p + 2 * ps, stride);
+    _tile_stored(3, p + 3 * ps, stride);
+    for (int v = 0; v < nv; ++v)
+      _mm512_store_ps(p + 16 * v, _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(p + 16 * v), _mm512_load_ps(p + ps + 16 * v)),
+                                                _mm512_add_ps(_mm512_load_ps(p + 2 * ps + 16 * v),
+                                                              _mm512_load_ps(p + 3 * ps + 16 * v))));
+    write_out_packed(cx, p, row0, n_valid, tt);
   };
   auto run_chunk = [&](const uint16_t* a, int64_t tt, int64_t c) {
     const int steps = kFp4Steps ? 4 : cx.chunk_steps(c);

@@ -42,154 +42,9 @@ struct Groups {
 // Rows of one AMX call are taken this many at a time, so per-thread result buffers stay [tokens, 64].
 constexpr int64_t kAmxRows = 64;
 
-// The AMX path: every slot's activations packed once to bf16 tiles, then the same two dispatches as the
-// vector path with the AMX GEMM on each slot's tokens. Each (row, token) result equals fp4_gemm /
-// fp8_gemm's on that token alone (the AMX GEMM is batch-invariant), so the layer equals the per-token
-// composition moe_expert_fp4/fp8 run on AMX.
-void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, float* y, MoeLayerScratch& s,
-                   const MatmulOptions& opt) {
-  const int64_t d = g.d, n_inter = g.n_inter, shared_inter = g.shared_inter;
-  const int64_t max_assign = g.max_assign;
-  auto slot_tokens = [&](int64_t slot, int64_t* a0, int64_t* na) {
-    const bool routed = slot < g.n_routed_slots;
-    *a0 = routed ? s.slot_begin[static_cast<size_t>(slot)] : 0;
-    *na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - *a0 : g.n_tokens;
-  };
-  // Packs each slot's activations (routed: rows a0.. of `routed` [., ld_r]; shared: `shared` [n_tokens, ld_s]).
-  auto pack_slots = [&](ScratchVec<uint32_t>& buf, std::vector<int64_t>& off, const float* routed_x, int64_t ld_r,
-                        int64_t k_r, const float* shared_x, int64_t ld_s, int64_t k_s) {
-    off.reserve(static_cast<size_t>(w.n_experts + 2));  // at its bound from the first call
-    off.assign(static_cast<size_t>(g.n_slots + 1), 0);
-    for (int64_t slot = 0; slot < g.n_slots; ++slot) {
-      int64_t a0, na;
-      slot_tokens(slot, &a0, &na);
-      const int64_t k = slot < g.n_routed_slots ? k_r : k_s;
-      off[static_cast<size_t>(slot + 1)] = off[static_cast<size_t>(slot)] + detail::amx_packed_x_words(na, k);
-    }
-    // The bound over any grouping of this batch (a slot of na tokens packs ≤ (na + 15)·64 words per 128 K,
-    // and only slots of more than 16 tokens round up): a later step of the same size never allocates.
-    const int64_t bound = 2 * (max_assign + g.n_tokens) * 64 * ((std::max(k_r, k_s) + 127) / 128);
-    uint32_t* base = buf.grow(std::max(bound, off.back()));
-    for_range(opt, g.n_slots, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t slot = b; slot < e; ++slot) {
-        int64_t a0, na;
-        slot_tokens(slot, &a0, &na);
-        const bool routed = slot < g.n_routed_slots;
-        const bool exact = detail::amx_pack_x(routed ? detail::AmxKOrder::kFp4 : detail::AmxKOrder::kFp8,
-                                              routed ? routed_x + a0 * ld_r : shared_x, routed ? ld_r : ld_s, na,
-                                              routed ? k_r : k_s, base + off[static_cast<size_t>(slot)]);
-        DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
-        (void)exact;
-      }
-    });
-  };
-
-  // Stage 1 inputs: the gathered xq rows per assignment [n_assign, d] (floats too: FP4's exact fallback).
-  float* xg = s.xperm.grow(max_assign * d);
-  for (int32_t a = 0; a < g.n_assign; ++a)
-    std::memcpy(xg + static_cast<int64_t>(a) * d, xq + static_cast<int64_t>(g.assign_token[a]) * d, sizeof(float) * static_cast<size_t>(d));
-  pack_slots(s.amx_x, s.amx_x_off, xg, d, d, xq, d, d);
-  const int64_t shared_h_off = static_cast<int64_t>(g.n_assign) * n_inter;
-  float* h = s.h.grow(max_assign * n_inter + g.n_tokens * shared_inter);
-
-  // Per pool slot (the parallel_for's third argument): a decode buffer and the GEMM results, sized by
-  // bounds from the caller, so a warm step allocates nothing whichever thread runs which chunk.
-  const int64_t n_stage1 = g.row_off[static_cast<size_t>(g.n_slots)];
-  const int pool_slots = opt.pool != nullptr ? std::max(opt.pool->n_slots(n_stage1, 16), opt.pool->n_slots(d, 16)) : 1;
-  const int64_t apack_elems = detail::amx_apack_elems(std::max({d, n_inter, shared_inter}));
-  const int64_t out_floats = 2 * g.n_tokens * kAmxRows;  // a slot has at most n_tokens tokens
-  uint16_t* apacks = detail::align64(s.amx_apack.grow(pool_slots * apack_elems + 32));
-  float* outs = s.amx_out.grow(pool_slots * out_floats);
-
-  // Stage 1: gate/up GEMMs + SwiGLU for every (slot, row block).
-  for_range(opt, n_stage1, 16, [&](int64_t r0, int64_t r1, int pslot) {
-    int64_t slot = std::upper_bound(g.row_off.begin(), g.row_off.end(), static_cast<int32_t>(r0)) - g.row_off.begin() - 1;
-    for (int64_t r = r0; r < r1;) {
-      while (r >= g.row_off[static_cast<size_t>(slot + 1)]) ++slot;
-      const int64_t base = g.row_off[static_cast<size_t>(slot)];
-      const int64_t i0 = r - base, i1 = std::min<int64_t>(r1, g.row_off[static_cast<size_t>(slot + 1)]) - base;
-      int64_t a0, na;
-      slot_tokens(slot, &a0, &na);
-      const bool routed = slot < g.n_routed_slots;
-      float* gb = outs + pslot * out_floats;
-      float* ub = gb + na * kAmxRows;
-      const uint32_t* xp = s.amx_x.data() + s.amx_x_off[static_cast<size_t>(slot)];
-      const int64_t rows = routed ? n_inter : shared_inter;
-      uint16_t* apack = apacks + pslot * apack_elems;
-      for (int64_t i = i0; i < i1; i += kAmxRows) {
-        const int64_t ie = std::min(i1, i + kAmxRows);
-        const float* xf = routed ? xg + a0 * d : xq;
-        const detail::AmxRowsArgs ga{xp, xf, d, na, i, ie, gb, kAmxRows, false, apack};
-        const detail::AmxRowsArgs ua{xp, xf, d, na, i, ie, ub, kAmxRows, false, apack};
-        if (routed) {
-          const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
-          detail::fp4_gemm_amx_rows({e.w1.packed, e.w1.scales, rows, d}, ga);
-          detail::fp4_gemm_amx_rows({e.w3.packed, e.w3.scales, rows, d}, ua);
-        } else {
-          detail::fp8_gemm_amx_rows({w.shared->w1.codes, w.shared->w1.scales, rows, d}, ga);
-          detail::fp8_gemm_amx_rows({w.shared->w3.codes, w.shared->w3.scales, rows, d}, ua);
-        }
-        for (int64_t j = 0; j < na; ++j) {
-          const float rw = routed ? g.assign_weight[a0 + j] : 1.0f;
-          float* hr = routed ? h + (a0 + j) * n_inter : h + shared_h_off + j * shared_inter;
-          for (int64_t n = i; n < ie; ++n)
-            hr[n] = swiglu_clamped(round_bf16(gb[j * kAmxRows + (n - i)]), round_bf16(ub[j * kAmxRows + (n - i)]), rw,
-                                   w.swiglu_limit);
-        }
-      }
-      r = base + i1;
-    }
-  });
-
-  // w2 inputs: bf16(h), then its FP8 1×128 quantization, packed per slot.
-  const int64_t n_h_rows = g.n_assign + (w.shared ? g.n_tokens : 0);
-  for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t r = b; r < e; ++r) {
-      const bool routed = r < g.n_assign;
-      const int64_t len = routed ? n_inter : shared_inter;
-      float* row = routed ? h + r * n_inter : h + shared_h_off + (r - g.n_assign) * shared_inter;
-      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
-      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
-    }
-  });
-  pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
-
-  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. Slots
-  // outermost: a thread streams each expert's slice of w2 rows in one pass (the decoder's prefetch of the
-  // next 16 rows stays in the same matrix), rather than hopping to the next expert every kAmxRows rows.
-  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int pslot) {
-    float* o = outs + pslot * out_floats;  // [na, kAmxRows]
-    uint16_t* apack = apacks + pslot * apack_elems;
-    for (int64_t t = 0; t < g.n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
-    for (int64_t slot = 0; slot < g.n_slots; ++slot) {
-      int64_t a0, na;
-      slot_tokens(slot, &a0, &na);
-      const bool routed = slot < g.n_routed_slots;
-      const uint32_t* hp = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(slot)];
-      for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
-        const int64_t ne = std::min(n1, nb + kAmxRows);
-        if (routed) {
-          const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
-          detail::fp4_gemm_amx_rows({e.w2.packed, e.w2.scales, d, n_inter},
-                                    {hp, h + a0 * n_inter, n_inter, na, nb, ne, o, kAmxRows, true, apack});
-        } else {
-          detail::fp8_gemm_amx_rows({w.shared->w2.codes, w.shared->w2.scales, d, shared_inter},
-                                    {hp, h + shared_h_off, shared_inter, na, nb, ne, o, kAmxRows, true, apack});
-        }
-        for (int64_t j = 0; j < na; ++j) {
-          const int64_t tok = routed ? g.assign_token[a0 + j] : j;
-          for (int64_t n = nb; n < ne; ++n) y[tok * d + n] += o[j * kAmxRows + (n - nb)];  // each expert outputs bf16
-        }
-      }
-    }
-    for (int64_t t = 0; t < g.n_tokens; ++t)
-      for (int64_t n = n0; n < n1; ++n) y[t * d + n] = round_bf16(y[t * d + n]);
-  });
-}
-
-// The shared expert on AMX inside the vector path (routed experts below their AMX threshold, the shared
-// one at or above its own): the same AMX calls and epilogues as moe_layer_amx's shared slot, so its part of
-// every row equals fp8_gemm's on AMX for that token alone.
+// The shared expert on AMX: moe_layer_amx's shared slot, and the vector path's when the routed experts are
+// below their AMX threshold and the shared one at or above its own. One set of calls and epilogues for
+// both, so its part of every row equals fp8_gemm's on AMX for that token alone on either path.
 struct SharedAmx {
   uint32_t* xpack = nullptr;  // xq [n_tokens, d] packed in the FP8 order
   uint32_t* hpack = nullptr;  // the shared h rows [n_tokens, shared_inter], packed after their quantization
@@ -255,6 +110,149 @@ void shared_amx_stage2(const MoeLayerWeights& w, const SharedAmx& sa, const floa
       for (int64_t n = nb; n < ne; ++n) y[t * d + n] += o[t * kAmxRows + (n - nb)];
   }
 }
+
+// The AMX path: every slot's activations packed once to bf16 tiles, then the same two dispatches as the
+// vector path with the AMX GEMM on each slot's tokens. Each (row, token) result equals fp4_gemm /
+// fp8_gemm's on that token alone (the AMX GEMM is batch-invariant), so the layer equals the per-token
+// composition moe_expert_fp4/fp8 run on AMX.
+void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, float* y, MoeLayerScratch& s,
+                   const MatmulOptions& opt) {
+  const int64_t d = g.d, n_inter = g.n_inter, shared_inter = g.shared_inter;
+  const int64_t max_assign = g.max_assign;
+  auto slot_tokens = [&](int64_t slot, int64_t* a0, int64_t* na) {
+    const bool routed = slot < g.n_routed_slots;
+    *a0 = routed ? s.slot_begin[static_cast<size_t>(slot)] : 0;
+    *na = routed ? s.slot_begin[static_cast<size_t>(slot + 1)] - *a0 : g.n_tokens;
+  };
+  // Packs each slot's activations (routed: rows a0.. of `routed` [., ld_r]; shared: `shared` [n_tokens, ld_s]).
+  auto pack_slots = [&](ScratchVec<uint32_t>& buf, std::vector<int64_t>& off, const float* routed_x, int64_t ld_r,
+                        int64_t k_r, const float* shared_x, int64_t ld_s, int64_t k_s) {
+    off.reserve(static_cast<size_t>(w.n_experts + 2));  // at its bound from the first call
+    off.assign(static_cast<size_t>(g.n_slots + 1), 0);
+    for (int64_t slot = 0; slot < g.n_slots; ++slot) {
+      int64_t a0, na;
+      slot_tokens(slot, &a0, &na);
+      const int64_t k = slot < g.n_routed_slots ? k_r : k_s;
+      off[static_cast<size_t>(slot + 1)] = off[static_cast<size_t>(slot)] + detail::amx_packed_x_words(na, k);
+    }
+    // The bound over any grouping of this batch (a slot of na tokens packs ≤ (na + 15)·64 words per 128 K,
+    // and only slots of more than 16 tokens round up): a later step of the same size never allocates.
+    const int64_t bound = 2 * (max_assign + g.n_tokens) * 64 * ((std::max(k_r, k_s) + 127) / 128);
+    uint32_t* base = buf.grow(std::max(bound, off.back()));
+    for_range(opt, g.n_slots, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t slot = b; slot < e; ++slot) {
+        int64_t a0, na;
+        slot_tokens(slot, &a0, &na);
+        const bool routed = slot < g.n_routed_slots;
+        const bool exact = detail::amx_pack_x(routed ? detail::AmxKOrder::kFp4 : detail::AmxKOrder::kFp8,
+                                              routed ? routed_x + a0 * ld_r : shared_x, routed ? ld_r : ld_s, na,
+                                              routed ? k_r : k_s, base + off[static_cast<size_t>(slot)]);
+        DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
+        (void)exact;
+      }
+    });
+  };
+
+  // Stage 1 inputs: the gathered xq rows per assignment [n_assign, d] (floats too: FP4's exact fallback).
+  float* xg = s.xperm.grow(max_assign * d);
+  for (int32_t a = 0; a < g.n_assign; ++a)
+    std::memcpy(xg + static_cast<int64_t>(a) * d, xq + static_cast<int64_t>(g.assign_token[a]) * d, sizeof(float) * static_cast<size_t>(d));
+  pack_slots(s.amx_x, s.amx_x_off, xg, d, d, xq, d, d);
+  const int64_t shared_h_off = static_cast<int64_t>(g.n_assign) * n_inter;
+  float* h = s.h.grow(max_assign * n_inter + g.n_tokens * shared_inter);
+
+  // Per pool slot (the parallel_for's third argument): a decode buffer and the GEMM results, sized by
+  // bounds from the caller, so a warm step allocates nothing whichever thread runs which chunk.
+  const int64_t n_stage1 = g.row_off[static_cast<size_t>(g.n_slots)];
+  const int pool_slots = opt.pool != nullptr ? std::max(opt.pool->n_slots(n_stage1, 16), opt.pool->n_slots(d, 16)) : 1;
+  const int64_t apack_elems = detail::amx_apack_elems(std::max({d, n_inter, shared_inter}));
+  const int64_t out_floats = 2 * g.n_tokens * kAmxRows;  // a slot has at most n_tokens tokens
+  uint16_t* apacks = detail::align64(s.amx_apack.grow(pool_slots * apack_elems + 32));
+  float* outs = s.amx_out.grow(pool_slots * out_floats);
+  // The shared slot runs through the helpers the vector path uses, on this path's packed buffers (hpack
+  // once h is packed: amx_h may move when it grows).
+  SharedAmx sa;
+  if (w.shared != nullptr) {
+    sa.xpack = s.amx_x.data() + s.amx_x_off[static_cast<size_t>(g.n_routed_slots)];
+    sa.apacks = apacks;
+    sa.outs = outs;
+    sa.apack_elems = apack_elems;
+    sa.out_floats = out_floats;
+  }
+
+  // Stage 1: gate/up GEMMs + SwiGLU for every (slot, row block).
+  for_range(opt, n_stage1, 16, [&](int64_t r0, int64_t r1, int pslot) {
+    int64_t slot = std::upper_bound(g.row_off.begin(), g.row_off.end(), static_cast<int32_t>(r0)) - g.row_off.begin() - 1;
+    for (int64_t r = r0; r < r1;) {
+      while (r >= g.row_off[static_cast<size_t>(slot + 1)]) ++slot;
+      const int64_t base = g.row_off[static_cast<size_t>(slot)];
+      const int64_t i0 = r - base, i1 = std::min<int64_t>(r1, g.row_off[static_cast<size_t>(slot + 1)]) - base;
+      r = base + i1;
+      if (slot == g.n_routed_slots) {
+        shared_amx_stage1(w, sa, xq, g.n_tokens, d, i0, i1, h + shared_h_off, pslot);
+        continue;
+      }
+      const int64_t a0 = s.slot_begin[static_cast<size_t>(slot)], na = s.slot_begin[static_cast<size_t>(slot + 1)] - a0;
+      float* gb = outs + pslot * out_floats;  // [na, kAmxRows]
+      float* ub = gb + na * kAmxRows;
+      const uint32_t* xp = s.amx_x.data() + s.amx_x_off[static_cast<size_t>(slot)];
+      uint16_t* apack = apacks + pslot * apack_elems;
+      const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+      for (int64_t i = i0; i < i1; i += kAmxRows) {
+        const int64_t ie = std::min(i1, i + kAmxRows);
+        detail::fp4_gemm_amx_rows({e.w1.packed, e.w1.scales, n_inter, d}, {xp, xg + a0 * d, d, na, i, ie, gb, kAmxRows, false, apack});
+        detail::fp4_gemm_amx_rows({e.w3.packed, e.w3.scales, n_inter, d}, {xp, xg + a0 * d, d, na, i, ie, ub, kAmxRows, false, apack});
+        for (int64_t j = 0; j < na; ++j) {
+          float* hr = h + (a0 + j) * n_inter;
+          for (int64_t n = i; n < ie; ++n)
+            hr[n] = swiglu_clamped(round_bf16(gb[j * kAmxRows + (n - i)]), round_bf16(ub[j * kAmxRows + (n - i)]),
+                                   g.assign_weight[a0 + j], w.swiglu_limit);
+        }
+      }
+    }
+  });
+
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization, packed per slot.
+  const int64_t n_h_rows = g.n_assign + (w.shared ? g.n_tokens : 0);
+  for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const bool routed = r < g.n_assign;
+      const int64_t len = routed ? n_inter : shared_inter;
+      float* row = routed ? h + r * n_inter : h + shared_h_off + (r - g.n_assign) * shared_inter;
+      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
+      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
+    }
+  });
+  pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
+  if (w.shared != nullptr) sa.hpack = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(g.n_routed_slots)];
+
+  // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. Slots
+  // outermost: a thread streams each expert's slice of w2 rows in one pass (the decoder's prefetch of the
+  // next 16 rows stays in the same matrix), rather than hopping to the next expert every kAmxRows rows.
+  for_range(opt, d, 16, [&](int64_t n0, int64_t n1, int pslot) {
+    float* o = outs + pslot * out_floats;  // [na, kAmxRows]
+    uint16_t* apack = apacks + pslot * apack_elems;
+    for (int64_t t = 0; t < g.n_tokens; ++t) std::fill(y + t * d + n0, y + t * d + n1, 0.0f);
+    for (int64_t slot = 0; slot < g.n_routed_slots; ++slot) {
+      const int64_t a0 = s.slot_begin[static_cast<size_t>(slot)], na = s.slot_begin[static_cast<size_t>(slot + 1)] - a0;
+      const uint32_t* hp = s.amx_h.data() + s.amx_h_off[static_cast<size_t>(slot)];
+      const Fp4Expert& e = w.experts[s.slot_expert[static_cast<size_t>(slot)]];
+      for (int64_t nb = n0; nb < n1; nb += kAmxRows) {
+        const int64_t ne = std::min(n1, nb + kAmxRows);
+        detail::fp4_gemm_amx_rows({e.w2.packed, e.w2.scales, d, n_inter},
+                                  {hp, h + a0 * n_inter, n_inter, na, nb, ne, o, kAmxRows, true, apack});
+        for (int64_t j = 0; j < na; ++j) {
+          float* yr = y + static_cast<int64_t>(g.assign_token[a0 + j]) * d;
+          for (int64_t n = nb; n < ne; ++n) yr[n] += o[j * kAmxRows + (n - nb)];  // each expert outputs bf16
+        }
+      }
+    }
+    if (w.shared != nullptr) shared_amx_stage2(w, sa, h + shared_h_off, g.n_tokens, d, n0, n1, y, pslot);
+    for (int64_t t = 0; t < g.n_tokens; ++t)
+      for (int64_t n = n0; n < n1; ++n) y[t * d + n] = round_bf16(y[t * d + n]);
+  });
+}
+
 #endif
 
 }  // namespace

@@ -54,8 +54,12 @@ struct Bf16Matrix {
 // (the weight decode dominates), while the vector tiles' FMAs grow with the tokens: from DRAM, one core,
 // CPU time per 32 MiB (bench *_gemm_stream/huge/threads=1): FP8 AVX-512 2.6 / 3.0 / 4.0 / 6.1 ms at 1 / 2
 // / 4 / 8 tokens against AMX 2.7 / 2.8 / 2.9 / 3.0; BF16 2.4 / 2.5 / 2.6 / 3.8 against 2.6 / 2.5 / 2.4 /
-// 2.5; FP4 AMX is 25% slower than the vector tiles at 1 token. A routed expert sees 1-2 tokens of a decode
-// batch, so it stays on the vector tiles until a call has many.
+// 2.5; FP4 at 1 / 2 tokens 2.7 / 3.4 (k 4096) and 3.0 / 3.8 (k 2048) against AMX 3.4 / 3.5 and 4.0 / 4.1.
+// A routed expert sees 1-2 tokens of a decode batch (the medium model's batch 8: 69% of active experts see
+// one), so it stays on the vector tiles until a call has many: routed experts on AMX at every count
+// (--amx-routed-tokens 1, which would make them batch-invariant too) lost in the medium model, tokens per
+// CPU-second at batch 1 4.08 / 4.15 against 4.45 / 4.56, batch 8 11.14 / 12.19 against 13.77 / 14.53
+// (interleaved runs, kernels at e80b544). Why AMX FP4 cannot win at 1 token on these cores: quant_gemm_amx.cc.
 inline constexpr int64_t kAmxMinTokensDefault = 16;
 
 // Weight roles the AMX routing tells apart. kDense: a projection every row of a step goes through

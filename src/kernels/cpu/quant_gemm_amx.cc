@@ -296,21 +296,23 @@ __m512 round_to_bf16_x16(__m512 v) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, rounded, quiet));
 }
 
-// acc: [16 rows][n_cols] fp32, packed.
+// acc: [16 rows][n_cols] fp32, packed. Token t's 16 row sums are one vector (a gather of column t at
+// several tokens), stored masked to n_valid rows: at 8 tokens on 1 KiB rows the scalar loop this replaced
+// (a bf16 rounding and a store per element) took ~12% of a cache-resident call.
 void write_out_packed(const Ctx& cx, const float* acc, int64_t row0, int n_valid, int64_t tt) {
+  const __mmask16 rows = static_cast<__mmask16>((1u << n_valid) - 1);
   if (cx.n_cols == 1) {  // one token: the 16 rows' sums are one vector
     const __m512 v = _mm512_load_ps(acc);
-    _mm512_mask_storeu_ps(cx.out + (row0 - cx.r0), static_cast<__mmask16>((1u << n_valid) - 1),
-                          cx.round_bf16 ? round_to_bf16_x16(v) : v);
+    _mm512_mask_storeu_ps(cx.out + (row0 - cx.r0), rows, cx.round_bf16 ? round_to_bf16_x16(v) : v);
     return;
   }
   const int64_t t_base = tt * 16, t_end = cx.n_tokens - t_base < 16 ? cx.n_tokens - t_base : 16;
+  __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                  _mm512_set1_epi32(cx.n_cols));  // row n of column t: n·n_cols + t
   for (int64_t t = 0; t < t_end; ++t) {
-    float* o = cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0);
-    for (int n = 0; n < n_valid; ++n) {
-      const float v = acc[n * cx.n_cols + t];
-      o[n] = cx.round_bf16 ? round_to_bf16(v) : v;
-    }
+    const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, at, acc, 4);
+    _mm512_mask_storeu_ps(cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0), rows, cx.round_bf16 ? round_to_bf16_x16(v) : v);
+    at = _mm512_add_epi32(at, _mm512_set1_epi32(1));
   }
 }
 

@@ -295,9 +295,15 @@ const int kRegistered = [] {
       // Same weight bytes at K = 1024: 8 tokens' activations (32 KB) fit in L1, so against the 4096-column
       // case this shows what re-reading them from L2 costs.
       // AMX: the same bytes in 1 KiB rows (attn.wq_b's shape) against 256x4096 show the per-16-row-block costs.
-      if (isa == Isa::kAmx && m <= 8)
+      // And in 8 KiB rows (attn.wo_b's): at 8 tokens the packed activations (128 KB) no longer fit in L1.
+      if (isa == Isa::kAmx && m <= 8) {
         benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/1024x1024").c_str(),
                                      [=](benchmark::State& s) { fp8_case(s, isa, 1024, 1024, m); });
+        benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/128x8192").c_str(),
+                                     [=](benchmark::State& s) { fp8_case(s, isa, 128, 8192, m); });
+        benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/512x2048").c_str(),
+                                     [=](benchmark::State& s) { fp8_case(s, isa, 512, 2048, m); });
+      }
       if (isa == Isa::kAvx512 && m <= 8) {
         benchmark::RegisterBenchmark(("bf16_gemm/" + tag + mm + "/512x1024").c_str(),
                                      [=](benchmark::State& s) { bf16_case(s, isa, 512, 1024, m); });

@@ -52,7 +52,7 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
              float* out, RowsFn rows_fn, const MatmulOptions& opt) {
   if (isa != Isa::kAmx || n_tokens < opt.amx_min_tokens || k % 32 != 0 || k == 0) return false;
   thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs in AMX tile order
-  uint32_t* xp = xpack.grow(detail::amx_packed_x_words(n_tokens, k));
+  uint32_t* xp = detail::align64(xpack.grow(detail::amx_packed_x_words(n_tokens, k) + 16));
   if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
   // One decode buffer per pool slot, owned by the calling thread (a worker's thread_local buffer would
   // first grow whenever the schedule first hands that worker a shape — in a warm step, too).

@@ -136,6 +136,11 @@ inline uint16_t* align64(uint16_t* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   return p + ((64 - addr % 64) % 64) / sizeof(uint16_t);
 }
+// The same for u32 buffers (callers allocate 16 words of slack).
+inline uint32_t* align64(uint32_t* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - addr % 64) % 64) / sizeof(uint32_t);
+}
 struct AmxFp4Job {
   const uint8_t* packed;
   const uint8_t* scales;

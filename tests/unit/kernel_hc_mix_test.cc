@@ -73,15 +73,16 @@ TEST(KernelHcMix, BitIdenticalToReference) {
         }
 }
 
-// The per-token kernel (mixes as lanes, fn transposed and padded to whole 8-mix vectors): the same bits as
-// the reference over mix counts around the vector width and the 32-mix block (1, 4, 5, 24, 33, 64), widths
-// with odd tails, token counts and thread counts.
+// The per-token kernel (mixes as lanes, fn packed as 4-mix panels): the same bits as the reference over mix
+// counts around the panel and the panels of one pass (1, 4, 5, 24, 33, 64), widths with odd tails and
+// across the kernel's 256-position blocks, token counts around its 1/2/4/8-token passes and 8-token groups,
+// and thread counts (the panels split over threads).
 TEST(KernelHcMix, ByTokenBitIdenticalToReference) {
   std::mt19937 rng(6);
   constexpr float kEps = 1e-6f;
   for (int64_t width : {1, 7, 64, 130, 1027})
     for (int64_t n_mix : {1, 4, 5, 24, 33, 64})
-      for (int64_t n : {1, 2, 5})
+      for (int64_t n : {1, 2, 3, 5, 8, 9})
         for (int decades : {0, 20}) {
           const auto fn = values(rng, n_mix * width, decades);
           const auto x = values(rng, n * width, decades);

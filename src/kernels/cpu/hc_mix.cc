@@ -16,7 +16,7 @@ using detail::kHcLanes;
 struct HcFns {
   detail::HcMixFn mix;
   detail::HcSumSqFn sumsq;
-  detail::HcMixTokenFn token;
+  detail::HcMixPanelsFn panels;
 };
 
 HcFns fns_for(Isa isa) {
@@ -24,20 +24,17 @@ HcFns fns_for(Isa isa) {
 #if defined(__x86_64__)
     case Isa::kAmx:
     case Isa::kAvx512:
-      return {detail::hc_mix_avx512, detail::hc_sumsq_avx512, detail::hc_mix_token_avx512};
+      return {detail::hc_mix_avx512, detail::hc_sumsq_avx512, detail::hc_mix_panels_avx512};
     case Isa::kAvx2:
-      return {detail::hc_mix_avx2, detail::hc_sumsq_avx2, detail::hc_mix_token_avx2};
+      return {detail::hc_mix_avx2, detail::hc_sumsq_avx2, detail::hc_mix_panels_avx2};
 #endif
     default:
-      return {detail::hc_mix_scalar, detail::hc_sumsq_scalar, detail::hc_mix_token_scalar};
+      return {detail::hc_mix_scalar, detail::hc_sumsq_scalar, detail::hc_mix_panels_scalar};
   }
 }
 
 // Below this many multiply-adds the mixes run on the calling thread (a pool wake-up costs more).
 constexpr int64_t kMinPoolMacs = int64_t{1} << 17;
-// hc_mixes_by_token keeps a token's sums on the stack: hc_pre has (2 + hc)·hc = 24 mixes at hc = 4.
-constexpr int64_t kMaxByTokenLd = 64;
-
 }  // namespace
 
 void hc_mixes(const float* fn, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens, float norm_eps, float* m,
@@ -68,36 +65,50 @@ void hc_mixes(const float* fn, int64_t n_mix, int64_t width, const float* x, int
   }
 }
 
-int64_t hc_fn_t_ld(int64_t n_mix) { return (n_mix + 7) / 8 * 8; }
+int64_t hc_fn_t_ld(int64_t n_mix) { return (n_mix + detail::kHcPanel - 1) / detail::kHcPanel * detail::kHcPanel; }
 
 std::vector<float> hc_transpose_fn(const float* fn, int64_t n_mix, int64_t width) {
-  const int64_t ld = hc_fn_t_ld(n_mix);
-  std::vector<float> t(static_cast<size_t>(width * ld), 0.0f);  // [width, ld], padding mixes zero
+  constexpr int64_t P = detail::kHcPanel;
+  std::vector<float> t(static_cast<size_t>(width * hc_fn_t_ld(n_mix)), 0.0f);  // [panels, width, P], padding zero
   for (int64_t k = 0; k < n_mix; ++k)
-    for (int64_t i = 0; i < width; ++i) t[static_cast<size_t>(i * ld + k)] = fn[k * width + i];
+    for (int64_t i = 0; i < width; ++i) t[static_cast<size_t>(((k / P) * width + i) * P + k % P)] = fn[k * width + i];
   return t;
 }
 
 void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens,
                        float norm_eps, float* m, Isa isa, ThreadPool* pool) {
   DSV4_CHECK(n_mix > 0 && width > 0 && n_tokens >= 0, "hc_mixes_by_token: bad shape");
+  constexpr int64_t kMaxTok = kHcByTokenMaxTokens;
   const HcFns f = fns_for(isa);
-  const int64_t ld = hc_fn_t_ld(n_mix);
-  DSV4_CHECK(ld <= kMaxByTokenLd, "hc_mixes_by_token: too many mixes");
-  auto body = [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) {
-      double ss = 0.0;
-      double sums[kMaxByTokenLd];
-      f.token(fn_t, ld, width, x + t * width, &ss, sums);
-      // The same factor and product as hc_mixes (and the reference).
-      const float rs = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(width)) + norm_eps);
-      for (int64_t k = 0; k < n_mix; ++k) m[t * n_mix + k] = static_cast<float>(sums[k]) * rs;
+  const int64_t ld = hc_fn_t_ld(n_mix), n_panels = ld / detail::kHcPanel;
+  // Grow-only, this thread's: one group's sums [kMaxTok, ld].
+  thread_local std::vector<double> sums_buf;
+  if (static_cast<int64_t>(sums_buf.size()) < kMaxTok * ld) sums_buf.resize(static_cast<size_t>(kMaxTok * ld));
+  double* sums = sums_buf.data();
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kMaxTok) {
+    const int nt = static_cast<int>(std::min(kMaxTok, n_tokens - t0));
+    double ss[kMaxTok];
+    // Whole panels per thread, one part per thread: a part is one pass over its panels for all the group's
+    // tokens, so more parts than threads would only re-read x. Part 0 (the caller's) also sums x².
+    const int64_t n_parts = pool != nullptr && n_panels > 1 && ld * width * nt >= kMinPoolMacs
+                                ? std::min<int64_t>(pool->n_threads(), n_panels)
+                                : 1;
+    auto body = [&](int64_t c0, int64_t c1, int) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t pa = c * n_panels / n_parts, pb = (c + 1) * n_panels / n_parts;
+        f.panels(fn_t, width, pa, pb, x + t0 * width, nt, pa == 0 ? ss : nullptr, sums, ld);
+      }
+    };
+    if (n_parts > 1) {
+      pool->parallel_for(n_parts, 1, body);
+    } else {
+      body(0, 1, 0);
     }
-  };
-  if (pool != nullptr && n_tokens > 1) {
-    pool->parallel_for(n_tokens, 1, body);
-  } else {
-    body(0, n_tokens, 0);
+    for (int t = 0; t < nt; ++t) {
+      // The same factor and product as hc_mixes (and the reference).
+      const float rs = 1.0f / std::sqrt(static_cast<float>(ss[t] / static_cast<double>(width)) + norm_eps);
+      for (int64_t k = 0; k < n_mix; ++k) m[(t0 + t) * n_mix + k] = static_cast<float>(sums[t * ld + k]) * rs;
+    }
   }
 }
 

@@ -26,15 +26,20 @@ namespace dsv4::kernels {
 void hc_mixes(const float* fn, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens, float norm_eps, float* m,
               Isa isa, ThreadPool* pool);
 
-// The same mixes, bit for bit, one token at a time with the mixes as the vector lanes: for a handful of
-// tokens (decode) the token-lane kernel above fills one lane of eight and transposes x first, while this
-// reads x in place and runs all mixes of a token as independent chains in one pass.
-// fn_t: fn transposed and zero-padded, [width, hc_fn_t_ld(n_mix)] (hc_transpose_fn; weights transpose once
-// at load). pool splits the tokens (nullptr, or one token: the calling thread). No allocation.
+// The same mixes, bit for bit, with the mixes as the vector lanes: every (token, mix) sum of up to 8 tokens
+// runs as an independent chain in one pass over fn (the token-lane kernel above reloads and broadcasts each
+// fn element per mix, and at one token fills one lane of eight). Faster at every token count measured
+// (bench/hc_mix_bench.cc); the model uses it wherever the weights carry the packed fn.
+// fn_t: fn as panels of 4 mixes, [hc_fn_t_ld(n_mix) / 4, width, 4], the padding mixes zero (hc_transpose_fn;
+// weights pack it once at load). A panel is one contiguous stream, so pool threads split the mixes by panel
+// and each reads only its own share of fn (1.5 MB per call at V4-Flash's 24 mixes of width 16384, from DRAM
+// at decode: a memory-bound read). No allocation once a thread has seen its largest (n_tokens, width).
 int64_t hc_fn_t_ld(int64_t n_mix);
 std::vector<float> hc_transpose_fn(const float* fn, int64_t n_mix, int64_t width);
 void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens,
                        float norm_eps, float* m, Isa isa, ThreadPool* pool);
+// Tokens per pass of hc_mixes_by_token (more run as several passes).
+inline constexpr int64_t kHcByTokenMaxTokens = 8;
 
 namespace detail {
 // Token lanes per group.
@@ -54,11 +59,19 @@ void hc_sumsq_avx2(const float* xt, int64_t width, double* ss);
 void hc_mix_avx512(const float* fn, int64_t width, int64_t k0, int64_t k1, const float* xt, const float* rs,
                    int n_lanes, float* m, int64_t ldm);
 void hc_sumsq_avx512(const float* xt, int64_t width, double* ss);
-// One token: sums[k] = Σ_i f64(x_i)·f64(fn_t[i][k]) for k < ld, and *ss = Σ_i f64(fp32(x_i²)).
-using HcMixTokenFn = void (*)(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
-void hc_mix_token_scalar(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
-void hc_mix_token_avx2(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
-void hc_mix_token_avx512(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums);
+// Mixes per panel of fn_t.
+inline constexpr int kHcPanel = 4;
+// Panels [p0, p1) of fn_t for the n_tok ≤ 8 tokens of x [n_tok, width]: sums[t·ld + k] =
+// Σ_i f64(x[t][i])·f64(fn[k][i]) for the panels' mixes k, in index order (rows [n_tok, 8) of sums are
+// scratch); when ss != nullptr also ss[t] = Σ_i f64(fp32(x[t][i]²)) in index order, in the same pass.
+using HcMixPanelsFn = void (*)(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok,
+                               double* ss, double* sums, int64_t ld);
+void hc_mix_panels_scalar(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok,
+                          double* ss, double* sums, int64_t ld);
+void hc_mix_panels_avx2(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok,
+                        double* ss, double* sums, int64_t ld);
+void hc_mix_panels_avx512(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok,
+                          double* ss, double* sums, int64_t ld);
 }  // namespace detail
 
 }  // namespace dsv4::kernels

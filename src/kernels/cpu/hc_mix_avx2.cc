@@ -12,8 +12,9 @@ void hc_sumsq_avx2(const float* xt, int64_t width, double* ss) {
   hc_body::sumsq(xt, width, ss);
 }
 
-void hc_mix_token_avx2(const float* fn_t, int64_t ld, int64_t width, const float* x, double* ss, double* sums) {
-  hc_body::mix_token(fn_t, ld, width, x, ss, sums);
+void hc_mix_panels_avx2(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok,
+                        double* ss, double* sums, int64_t ld) {
+  hc_body::mix_panels(fn_t, width, p0, p1, x, n_tok, ss, sums, ld);
 }
 
 }  // namespace dsv4::kernels::detail

@@ -28,21 +28,18 @@ void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
   }
 }
 
-// Up to this many tokens the mixes run token by token with the mixes as vector lanes (decode); from
-// there on the token-lane kernel, whose 8-token groups then fill (bench/hc_mix_bench.cc: at 24 mixes
-// of width 16384, one token 63 µs against 530 µs; the two meet near 8 tokens).
-constexpr int64_t kMixByTokenMax = 4;
-
 // The mixes of all n tokens at once on the cpu backend (kernels/cpu/hc_mix.h, bit-identical to the
 // reference's per-token mixes by either kernel): [n, n_mix] in a grow-only per-thread buffer. nullptr on
-// the reference backend.
+// the reference backend. The mix-lane kernel on the packed fn wherever the weights have it: one pass over
+// fn per 8 tokens, split by mix over the pool (bench/hc_mix_bench.cc, 24 mixes of width 16384, one thread:
+// 1 token 33 µs and 8 tokens 174 µs, against 392 and 364 µs for the token-lane kernel).
 const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_mix, const float* H, int64_t n) {
   if (ctx.exec.backend != Backend::kCpu) return nullptr;
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> m;
   m.grow(n * n_mix);
   const int64_t width = p.hc_mult * p.dim;
-  if (n <= kMixByTokenMax && !w.fn_t.empty()) {
+  if (!w.fn_t.empty()) {
     kernels::hc_mixes_by_token(w.fn_t.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
   } else {
     kernels::hc_mixes(w.fn.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);

@@ -14,6 +14,7 @@
 #include "core/formats.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
+#include "kernels/cpu/hc_mix_post.h"
 #include "ops/reference/mhc.h"
 #include "kernel_isas.h"
 
@@ -120,6 +121,41 @@ TEST(KernelHcMix, ZeroTokenAmongOthers) {
             << isa_name(isa) << " token " << t << " mix " << k;
     }
   }
+}
+
+// The post-mix against ref::hc_post token by token: stream counts 1 and 4, widths with odd tails and across
+// the kernel's 1024-wide pool blocks, token counts and thread counts, values over 20 binades plus the
+// rounding edges — NaN (quieted), ±inf, values that round up to inf, exact bf16 ties.
+TEST(KernelHcMix, PostBitIdenticalToReference) {
+  std::mt19937 rng(11);
+  for (int64_t hc : {1, 4})
+    for (int64_t dim : {1, 17, 1057, 4096})
+      for (int64_t n : {1, 3, 8}) {
+        auto x = values(rng, n * dim, 20);
+        auto residual = values(rng, n * hc * dim, 20);
+        const auto post = values(rng, n * hc, 2);
+        const auto comb = values(rng, n * hc * hc, 2);
+        // Edges in the first token: a NaN sublayer output, an infinite residual, a finite value that
+        // rounds to inf, and a bf16 tie (0x3F808000 lies halfway between two bf16 values).
+        if (dim >= 17) {
+          x[3] = NAN;
+          residual[5] = INFINITY;
+          x[7] = 3.4e38f;
+          residual[7] = 0.0f;
+          x[9] = std::bit_cast<float>(0x3F808000u);
+        }
+        ref::HcParams p;
+        p.hc_mult = hc;
+        p.dim = dim;
+        std::vector<float> want(static_cast<size_t>(n * hc * dim));
+        for (int64_t t = 0; t < n; ++t)
+          ref::hc_post(p, x.data() + t * dim, residual.data() + t * hc * dim, post.data() + t * hc,
+                       comb.data() + t * hc * hc, want.data() + t * hc * dim);
+        const std::string label = "hc " + std::to_string(hc) + " dim " + std::to_string(dim) + " n " + std::to_string(n);
+        expect_reference_bits(want, label, [&](Isa isa, ThreadPool* pool, float* out) {
+          hc_post(hc, dim, x.data(), residual.data(), post.data(), comb.data(), n, out, isa, pool);
+        });
+      }
 }
 
 }  // namespace

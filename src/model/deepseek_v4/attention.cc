@@ -40,6 +40,21 @@ struct SegmentScratch {
   std::vector<std::vector<int32_t>> selected;  // CSA: each query's entries
 };
 
+// fn(v) for every head vector v in [0, n_vectors) of the call's rows: vectors are independent, so static
+// chunks over the model's pool give the serial loop's numbers.
+template <typename Fn>
+void for_heads(const ModelContext& ctx, int64_t n_vectors, Fn&& fn) {
+  auto body = [&](int64_t b, int64_t e, int) {
+    for (int64_t v = b; v < e; ++v) fn(v);
+  };
+  constexpr int64_t kGrain = 8;  // a few µs of work per chunk
+  if (ctx.exec.pool != nullptr && n_vectors > kGrain) {
+    ctx.exec.pool->parallel_for(n_vectors, kGrain, body);
+  } else {
+    body(0, n_vectors, 0);
+  }
+}
+
 }  // namespace
 
 void attention_state_init(const ModelContext& ctx, const AttentionWeights& w, StatePools* pools, LayerState* st) {
@@ -87,8 +102,18 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   ref::rms_norm(kv, n, D, w.kv_norm.data(), eps, kv);
   if (w.has_indexer) indexer_project_finish(ctx, &iproj);
   linear_jobs(ctx.exec, qr_jobs, n);
-  // 2. Query heads: per-head RMS in bf16 steps (RoPE per sequence below).
-  ref::head_rms_norm_bf16(q, n * H, D, eps);
+  // Each row's position, for the per-head passes below.
+  thread_local std::vector<int64_t> row_pos_buf;
+  int64_t* row_pos = grow_only(row_pos_buf, n);  // this thread's buffer: the lambdas below run on pool workers
+  for (const BlockSegment& seg : segs)
+    for (int64_t i = 0; i < seg.n; ++i) row_pos[seg.row0 + i] = seg.start + i;
+  // 2. Query heads: per-head RMS in bf16 steps, then RoPE on the tail at the row's position — each head
+  // vector on its own, so the pool splits them (a decode token's 64 heads no longer run on one thread).
+  for_heads(ctx, n * H, [&](int64_t v) {
+    float* qh = q + v * D;
+    ref::head_rms_norm_bf16(qh, 1, D, eps);
+    ref::apply_rope(qh + D - rd, rd, freqs.data(), row_pos[v / H], false);
+  });
 
   const int64_t ratio = c.compress_ratio(il);
   const int64_t win_cols = win;
@@ -108,8 +133,6 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     float* so = o + row0 * H * D;
     thread_local SegmentScratch seg_scratch;
     SegmentScratch& ss = seg_scratch;
-    for (int64_t i = 0; i < sn; ++i)
-      for (int64_t h = 0; h < H; ++h) ref::apply_rope(sq + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, false);
     for (int64_t i = 0; i < sn; ++i) {
       float* row = skv + i * D;
       ref::apply_rope(row + D - rd, rd, freqs.data(), start + i, false);
@@ -180,9 +203,6 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     // The window takes this call's rows only after every query has read the old ones; rows that slid
     // out of it release their pages as it goes.
     for (int64_t i = 0; i < sn; ++i) st->window.append(std::span<const float>(skv + i * D, static_cast<size_t>(D)));
-    // De-rotate the outputs.
-    for (int64_t i = 0; i < sn; ++i)
-      for (int64_t h = 0; h < H; ++h) ref::apply_rope(so + (i * H + h) * D + D - rd, rd, freqs.data(), start + i, true);
   };
   // Sequences side by side on the pool: always on the reference backend, whose ops are single-threaded,
   // and on the cpu backend for decode-sized batches (at least as many sequences as threads, each a few
@@ -203,6 +223,11 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   } else {
     for (const BlockSegment& s : segs) attend(s);
   }
+
+  // De-rotate the outputs, head by head like the queries.
+  for_heads(ctx, n * H, [&](int64_t v) {
+    ref::apply_rope(o + v * D + D - rd, rd, freqs.data(), row_pos[v / H], true);
+  });
 
   // 6. Grouped low-rank output over all rows: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
   const int64_t G = c.o_groups, R = c.o_lora_rank;

@@ -6,6 +6,7 @@
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
+#include "kernels/cpu/hc_mix_post.h"
 #include "model/deepseek_v4/dispatch_profile.h"
 #include "model/deepseek_v4/linear.h"
 #include "ops/reference/mhc.h"
@@ -70,6 +71,10 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
   const DispatchProfile::Scope timed(Phase::kMhc);
   const auto p = ctx.hc_params();
   const int64_t hc = p.hc_mult;
+  if (ctx.exec.backend == Backend::kCpu) {  // bit-identical to ref::hc_post, split within a token too
+    kernels::hc_post(hc, p.dim, x, residual, post, comb, n, out, ctx.exec.isa, ctx.exec.pool);
+    return;
+  }
   for_tokens(ctx, n, [&](int64_t i) {
     ref::hc_post(p, x + i * p.dim, residual + i * hc * p.dim, post + i * hc, comb + i * hc * hc, out + i * hc * p.dim);
   });

@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "core/check.h"
 #include "kernels/cpu/attention_tiles.h"
 
 namespace dsv4::kernels::detail {

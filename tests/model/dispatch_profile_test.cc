@@ -1,6 +1,7 @@
 // tests/model: the forward's dispatch profile (model/deepseek_v4/dispatch_profile.h) on the tiny golden
-// checkpoint — each matmul phase charges exactly the weight bytes the checkpoint holds for its tensors
-// (summed from the safetensors table, an independent count), the scopes fire once per layer, the phases'
+// checkpoint — each matmul phase, and the mHC mixes for their fn, charges exactly the weight bytes the
+// checkpoint holds for its tensors (summed from the safetensors table, an independent count), the scopes
+// fire once per layer, the phases'
 // exclusive times add up to the profiled wall time, and profiling changes no logit bit.
 #include <gtest/gtest.h>
 
@@ -95,6 +96,20 @@ TEST(DispatchProfile, DecodeStepChargesEachRoleTheCheckpointsBytes) {
     EXPECT_EQ(prof.totals(Phase::kMoeExperts).bytes, experts);
     EXPECT_EQ(prof.totals(Phase::kHeadLinear).bytes, tensor_bytes(*ck, "head.", {"weight"}));
     EXPECT_EQ(prof.totals(Phase::kOther).bytes, 0);
+    // The mHC mixes read their fp32 fn once per step (one token: one 8-token group), the head's likewise.
+    const auto named_bytes = [&](const std::string& name) {
+      int64_t b = 0;
+      for (const TensorInfo& t : ck->tensors())
+        if (t.name == name) b += static_cast<int64_t>(t.data.size());
+      return b;
+    };
+    int64_t mhc = 0;
+    for (int64_t il = 0; il < c.n_layers; ++il)
+      mhc += named_bytes("layers." + std::to_string(il) + ".hc_attn_fn") +
+             named_bytes("layers." + std::to_string(il) + ".hc_ffn_fn");
+    EXPECT_GT(mhc, 0);
+    EXPECT_EQ(prof.totals(Phase::kMhc).bytes, mhc);
+    EXPECT_EQ(prof.totals(Phase::kHeadMix).bytes, named_bytes("hc_head_fn"));
     // One scope per layer (attention, routing, experts), two mHC mixes per sublayer, one head.
     EXPECT_EQ(prof.totals(Phase::kAttnCore).calls, c.n_layers);
     EXPECT_EQ(prof.totals(Phase::kMoeRoute).calls, c.n_layers);

@@ -197,8 +197,9 @@ nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, do
     const v4::PhaseTotals& t = prof.totals(ph);
     const bool mm = v4::phase_is_matmul(ph);
     if (mm) mm_ns += static_cast<double>(t.ns), mm_bytes += static_cast<double>(t.bytes);
+    // A phase outside the matmuls that books weight bytes (the mHC mixes' fn) shows its GB/s too.
     j[v4::phase_name(ph)] = line(v4::phase_name(ph), static_cast<double>(t.ns), static_cast<double>(t.bytes),
-                                 static_cast<double>(t.calls), mm);
+                                 static_cast<double>(t.calls), mm || t.bytes > 0);
   }
   j["weight_matmuls"] = line("= matmuls", mm_ns, mm_bytes, 0, true);
   j["outside_matmuls"] = line("= outside", total - mm_ns, 0, 0, false);

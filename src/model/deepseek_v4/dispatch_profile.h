@@ -19,17 +19,17 @@ enum class Phase : int {
   kOther,        // everything no scope names: embedding, block norms, step bookkeeping
   kAttnLinear,   // attention's linears: wq_a/wkv/wq_b/wo_a/wo_b (FP8) with the indexer's and compressors' (BF16)
   kAttnCore,     // the rest of attention: norms, RoPE, FP8 simulation, indexer top-k, compressor state, sparse core
-  kMhc,          // the blocks' mHC pre/post mixes
+  kMhc,          // the blocks' mHC pre/post mixes (bytes: the mixes' fp32 fn, read once per 8 tokens)
   kMoeGate,      // the MoE gate linear (BF16)
   kMoeRoute,     // sqrt-softplus, top-k, route weights
   kMoeExperts,   // the routed FP4 experts and the FP8 shared expert (one kernels::moe_layer call)
   kHeadLinear,   // the BF16 LM head
-  kHeadMix,      // the head's mHC mix and final norm
+  kHeadMix,      // the head's mHC mix and final norm (bytes: its fn)
   kCount,
 };
 
 const char* phase_name(Phase p);   // "attn_linear", ...: JSON keys
-bool phase_is_matmul(Phase p);     // the phases that stream weights (bytes > 0)
+bool phase_is_matmul(Phase p);     // the weight matmul phases (kMhc and kHeadMix also book their fn bytes)
 
 struct PhaseTotals {
   int64_t ns = 0;

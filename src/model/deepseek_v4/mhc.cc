@@ -48,13 +48,22 @@ const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_
   return m.data();
 }
 
+// The fn bytes the mixes of n tokens read, for the dispatch profile: both cpu kernels stream fn once per
+// group of 8 tokens (kernels/cpu/hc_mix.h), the reference once per token. Counted as fp32, as held.
+int64_t mix_weight_bytes(const ModelContext& ctx, const HcWeights& w, int64_t n) {
+  if (ctx.exec.backend != Backend::kCpu) return n * static_cast<int64_t>(w.fn.size() * sizeof(float));
+  const std::vector<float>& read = w.fn_t.empty() ? w.fn : w.fn_t;  // fn_t: padded to whole 4-mix panels
+  return (n + kernels::kHcByTokenMaxTokens - 1) / kernels::kHcByTokenMaxTokens *
+         static_cast<int64_t>(read.size() * sizeof(float));
+}
+
 }  // namespace
 
 void hc_pre_tokens(const ModelContext& ctx, const HcWeights& w, const float* H, int64_t n, float* y, float* post,
                    float* comb) {
-  const DispatchProfile::Scope timed(Phase::kMhc);
   const auto p = ctx.hc_params();
   const int64_t hc = p.hc_mult, n_mix = (2 + hc) * hc;
+  const DispatchProfile::Scope timed(Phase::kMhc, mix_weight_bytes(ctx, w, n));
   const float* m = batch_mixes(ctx, w, n_mix, H, n);
   for_tokens(ctx, n, [&](int64_t i) {
     const float* x = H + i * hc * p.dim;
@@ -82,7 +91,8 @@ void hc_post_tokens(const ModelContext& ctx, const float* x, const float* residu
 
 void head_logits(const ModelContext& ctx, const HcWeights& hc_head, const std::vector<float>& norm,
                  const LinearWeight& head, const float* H, int64_t n, float* logits) {
-  const DispatchProfile::Scope timed(Phase::kHeadMix);  // the head linear inside charges kHeadLinear
+  // The head linear inside charges kHeadLinear; this phase its mixes' fn.
+  const DispatchProfile::Scope timed(Phase::kHeadMix, mix_weight_bytes(ctx, hc_head, n));
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> h;  // [n, dim], grow-only (trimmed at the end of a forward)
   h.grow(n * p.dim);

@@ -35,7 +35,6 @@
 #include <bit>
 #include <cstring>
 #include <type_traits>
-#include <cstdlib>
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/quant_tiles.h"
@@ -272,7 +271,6 @@ struct Bf16Decoder {
   }
 };
 
-static const int64_t kWrap = getenv("FP8W") ? atoi(getenv("FP8W")) : (1ll << 40);
 struct Ctx {
   int64_t n_rows, k, n_tokens;
   int n_cols;  // tokens per B / C tile: min(n_tokens, 16)
@@ -291,7 +289,7 @@ struct Ctx {
     return static_cast<int>(s < 4 ? s : 4);
   }
   // Token tile tt's B operand for step s: [16 pairs][n_cols] u32.
-  const uint32_t* b_step(int64_t tt, int64_t s) const { return xpack + ((tt * 4 * chunks() + s) * 16 * n_cols) % kWrap; }
+  const uint32_t* b_step(int64_t tt, int64_t s) const { return xpack + (tt * 4 * chunks() + s) * 16 * n_cols; }
 };
 
 // round_to_bf16 on 16 lanes (the same bits: quiet NaN, else round to nearest even).

@@ -16,6 +16,8 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/moe_layer.h"
 #include "kernels/cpu/quant_matmul.h"
+#include "kernels/cpu/quant_tiles.h"
+#include "kernels/cpu/row_pairs.h"
 
 namespace {
 
@@ -276,6 +278,88 @@ void moe_layer_case(benchmark::State& state, Isa isa, int64_t m) {
   }
 }
 
+// Which rows a one-thread pass over one 32 MiB stream-region matrix hands the nibble-plane tile, in the
+// order it reads them (CPU time per call, huge pages, the callers' one-row-ahead prefetch): what the
+// stream gets from the number of concurrent row streams the L2 streamer can follow (one per page).
+enum class RowOrder {
+  kOneStream,    // one row per tile, rows in order: one stream
+  kPairs32,      // rows q and q + 16 of each 32-row block (fp4_gemm's far pairs): two streams
+  kTwoHalves,    // rows q and q + rows/2 (moe_layer stage 1: w1 row i beside w3 row i): two streams
+  kFourStreams,  // the same pairs, tiles in interleaved_tile order (moe_layer stage 2): four streams
+};
+const char* row_order_name(RowOrder o) {
+  switch (o) {
+    case RowOrder::kOneStream: return "one_stream";
+    case RowOrder::kPairs32: return "pairs32";
+    case RowOrder::kTwoHalves: return "two_halves";
+    case RowOrder::kFourStreams: return "four_streams";
+  }
+  return "?";
+}
+void fp4_order_case(benchmark::State& state, RowOrder order, int64_t m, int64_t k) {
+  const uint8_t* region = dense_stream_region(dsv4::PageKind::kHuge);
+  if (region == nullptr) {
+    state.SkipWithError("no memory for the stream region");
+    return;
+  }
+  namespace kd = dsv4::kernels::detail;
+  const int64_t rows = 2 * kDenseStreamMatBytes / k, half = k / 2, n_sblocks = k / 32;
+  static const std::vector<uint8_t> scales = [] {
+    auto v = random_bytes(static_cast<size_t>(kDenseStreamMats * kDenseStreamMatBytes / 16), 8, 0x07);
+    for (auto& b : v) b = static_cast<uint8_t>(b + 120);
+    return v;
+  }();
+  const auto x = activations(m, k);
+  const kd::Fp4Kernel kern = kd::fp4_kernel_for(Isa::kAvx512, /*x_bf16_exact=*/true);
+  const int64_t ldx = kd::fp4_x_stride(kern.layout, k);
+  std::vector<float> xp(static_cast<size_t>(m * ldx));
+  kd::fp4_prepare_x(kern.layout, x.data(), m, k, xp.data());
+  float sink = 0;
+  int i = 0;
+  for (auto _ : state) {
+    const uint8_t* w = region + i * kDenseStreamMatBytes;
+    const uint8_t* sc = scales.data() + i * kDenseStreamMatBytes / 16;
+    kd::Fp4Tile t;
+    t.k = k;
+    t.ldx = ldx;
+    t.x = xp.data();
+    t.n_tokens = static_cast<int>(m);
+    t.prefetch = half;  // the next row of each stream
+    auto run = [&](int64_t r0, int64_t r1) {
+      t.n_rows = r1 < 0 ? 1 : 2;
+      t.w[0] = w + r0 * half;
+      t.s[0] = sc + r0 * n_sblocks;
+      if (r1 >= 0) {
+        t.w[1] = w + r1 * half;
+        t.s[1] = sc + r1 * n_sblocks;
+      }
+      kern.tile(t);
+      sink += t.sums[0][0];
+    };
+    switch (order) {
+      case RowOrder::kOneStream:
+        for (int64_t r = 0; r < rows; ++r) run(r, -1);
+        break;
+      case RowOrder::kPairs32:
+        for (int64_t nb = 0; nb < rows; nb += 32)
+          for (int64_t q = 0; q < 16; ++q) run(nb + q, nb + q + 16);
+        break;
+      case RowOrder::kTwoHalves:
+        for (int64_t q = 0; q < rows / 2; ++q) run(q, q + rows / 2);
+        break;
+      case RowOrder::kFourStreams:
+        for (int64_t j = 0; j < rows / 2; ++j) {
+          const int64_t q = kd::interleaved_tile(rows / 2, j);
+          run(q, q + rows / 2);
+        }
+        break;
+    }
+    benchmark::DoNotOptimize(sink);
+    i = (i + 1) % kDenseStreamMats;
+  }
+  state.SetBytesProcessed(state.iterations() * (kDenseStreamMatBytes + kDenseStreamMatBytes / 16));
+}
+
 // 1 MiB-ish matrices: cache-resident, so the figure is the kernel's compute ceiling.
 // The cache-resident and moe_layer cases pass amx_min_tokens = 1: their "amx" cases time the AMX kernel at
 // every m (the library default keeps calls below kAmxMinTokensDefault tokens on the vector tiles).
@@ -314,6 +398,14 @@ const int kRegistered = [] {
       }
     }
   }
+  if (dsv4::kernels::isa_supported(Isa::kAvx512))
+    for (RowOrder order : {RowOrder::kOneStream, RowOrder::kPairs32, RowOrder::kTwoHalves, RowOrder::kFourStreams})
+      for (int64_t m : {1, 2})
+        for (int64_t k : {4096, 2048})
+          benchmark::RegisterBenchmark(("fp4_tile_stream/" + std::string(row_order_name(order)) + "/m=" +
+                                        std::to_string(m) + "/k=" + std::to_string(k))
+                                           .c_str(),
+                                       [=](benchmark::State& s) { fp4_order_case(s, order, m, k); });
   if (dsv4::kernels::isa_supported(Isa::kAmx))
     for (int64_t m : {1, 4, 8})
       benchmark::RegisterBenchmark(("moe_layer/amx/m=" + std::to_string(m) + "/24x4096x2048").c_str(),

@@ -12,6 +12,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/moe_layer.h"
+#include "kernels/cpu/row_pairs.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -145,6 +146,24 @@ TEST(KernelMoeLayer, RoutesSharedExpertToAmxByItsOwnThreshold) {
                                           << c.shared_min << (p ? " pool" : " serial") << " output " << i;
       }
     }
+  }
+}
+
+// Stage 2 runs a block's far-pair tiles in interleaved_tile order (four row streams instead of two). The
+// MoeLayer tests above see only even tile counts (chunks are multiples of 16 rows); the order must visit
+// every tile exactly once at every count, odd ones included, and alternate between the two halves.
+TEST(KernelMoeLayer, StageTwoTileOrderVisitsEveryTileOnce) {
+  for (int64_t n = 1; n <= 67; ++n) {
+    std::vector<int> seen(static_cast<size_t>(n), 0);
+    const int64_t h = (n + 1) / 2;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t q = detail::interleaved_tile(n, i);
+      ASSERT_GE(q, 0) << n;
+      ASSERT_LT(q, n) << n;
+      ++seen[static_cast<size_t>(q)];
+      EXPECT_EQ(q < h, i % 2 == 0) << "n " << n << " i " << i;  // even steps the first half, odd the second
+    }
+    for (int64_t q = 0; q < n; ++q) EXPECT_EQ(seen[static_cast<size_t>(q)], 1) << "n " << n << " tile " << q;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/formats.h"
 #include "core/quant.h"
+#include "core/thread_pool.h"
 #include "model/deepseek_v4/compressor.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/hadamard.h"
@@ -51,16 +52,25 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   const int64_t nh = c.index_n_heads, hd = c.index_head_dim, rd = c.rope_head_dim;
   const auto& freqs = ctx.rope_for_layer(il);
 
-  // Queries [n, nh, hd]: RoPE on the last rd dims, Hadamard, FP4 simulation.
+  // Queries [n, nh, hd]: RoPE on the last rd dims, Hadamard, FP4 simulation — each head vector on its own,
+  // so the pool splits them (a decode token's 64 heads; inside a pool chunk — the sequences of a decode
+  // batch — parallel_for runs on the calling thread).
   float* q = p->q.data() + row0 * nh * hd;
   const float* wts = p->weights.data() + row0 * nh;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t h = 0; h < nh; ++h) {
-      float* qh = q + (i * nh + h) * hd;
-      ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + i, false);
+  auto prepare = [&](int64_t b, int64_t e, int) {
+    for (int64_t v = b; v < e; ++v) {
+      float* qh = q + v * hd;
+      ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + v / nh, false);
       ref::hadamard_rotate(qh, hd);
       fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
     }
+  };
+  constexpr int64_t kGrain = 8;
+  if (ctx.exec.pool != nullptr && n * nh > kGrain) {
+    ctx.exec.pool->parallel_for(n * nh, kGrain, prepare);
+  } else {
+    prepare(0, n * nh, 0);
+  }
 
   compressor_consume(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
                      p->keys, row0, start, n);

@@ -21,6 +21,10 @@ using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const 
 using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                           double* blocks);
 
+// acc[i] = acc[i]·rescale + fp32(blocks_row[i]) for i < d: the online softmax folding one head's block of
+// P·V into its running sum — an fp32 multiply, then an add (no contraction), exactly the reference's.
+using AttnRescaleFn = void (*)(float* acc, const double* block, int64_t d, float rescale);
+
 // Lightning-indexer head sums for keys [k0, k1): for each key t,
 //   acc = Σ_h (in head order, double) bf16(ReLU(bf16(q_h·k_t)) · w_h);  scores[t] = bf16(float(acc)).
 // q: [n_heads, d], keys: [n_keys, d] (row stride d). Scalar: double dots; vector ISAs: fp32-lane dots.
@@ -31,6 +35,7 @@ void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float*
                         float scale, float* scores);
 void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
+void attn_rescale_scalar(float* acc, const double* block, int64_t d, float rescale);
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 #if defined(__x86_64__)
@@ -38,12 +43,14 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
                       float scale, float* scores);
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
+void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale);
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
+void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 // AMX-BF16 tiles for bf16-exact (FP4-simulated) q and keys; anything else goes to the AVX-512 loop.
@@ -54,6 +61,7 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
 // isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores).
 AttnScoresFn attn_scores_for(Isa isa);
 AttnPvFn attn_pv_for(Isa isa);
+AttnRescaleFn attn_rescale_for(Isa isa);
 IndexerScoresFn indexer_scores_for(Isa isa);
 
 }  // namespace dsv4::kernels::detail

@@ -46,6 +46,7 @@ struct Avx2 {
   }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static float reduce_add(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -92,6 +93,10 @@ struct Avx2 {
 void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                       float scale, float* scores) {
   attn_scores_simd<Avx2>(q, n_heads, d, rows, n_rows, scale, scores);
+}
+
+void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale) {
+  attn_rescale_simd<Avx2>(acc, block, d, rescale);
 }
 
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

@@ -34,6 +34,7 @@ struct Avx512 {
   static void store(Tail m, float* p, F v) { _mm512_mask_storeu_ps(p, m, v); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   // Round-to-nearest-even to bf16, kept in fp32 lanes (finite inputs; matches core/formats.h round_bf16).
@@ -80,6 +81,10 @@ struct Avx512 {
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores) {
   attn_scores_simd<Avx512>(q, n_heads, d, rows, n_rows, scale, scores);
+}
+
+void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale) {
+  attn_rescale_simd<Avx512>(acc, block, d, rescale);
 }
 
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

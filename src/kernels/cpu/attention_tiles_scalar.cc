@@ -26,6 +26,10 @@ void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* row
     }
 }
 
+void attn_rescale_scalar(float* acc, const double* block, int64_t d, float rescale) {
+  for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * rescale + static_cast<float>(block[i]);
+}
+
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores) {
   for (int64_t t = k0; t < k1; ++t) {
@@ -55,6 +59,15 @@ AttnPvFn attn_pv_for(Isa isa) {
 #endif
   (void)isa;
   return attn_pv_scalar;
+}
+
+AttnRescaleFn attn_rescale_for(Isa isa) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_rescale_avx512;
+  if (isa == Isa::kAvx2) return attn_rescale_avx2;
+#endif
+  (void)isa;
+  return attn_rescale_scalar;
 }
 
 IndexerScoresFn indexer_scores_for(Isa isa) {

@@ -18,7 +18,7 @@ constexpr int64_t kBlock = 64;  // the reference's online-softmax block (golden 
 
 void heads_range(const SparseAttentionShape& p, const float* q, const float* const* rows, int64_t n_idx,
                  const float* sink, float* out, int64_t h0, int64_t h1, SparseAttentionScratch::Slot& s,
-                 detail::AttnScoresFn scores_fn, detail::AttnPvFn pv_fn) {
+                 detail::AttnScoresFn scores_fn, detail::AttnPvFn pv_fn, detail::AttnRescaleFn rescale_fn) {
   const int64_t D = p.head_dim, nh = h1 - h0;
   s.visible.resize(kBlock);
   s.scores.resize(static_cast<size_t>(nh * kBlock));
@@ -68,9 +68,7 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
       const float rescale = s.rescale[static_cast<size_t>(h)];
       float& l = s.l[static_cast<size_t>(h)];
       l = l * rescale + static_cast<float>(s.psum[static_cast<size_t>(h)]);
-      float* acc = s.acc.data() + h * D;
-      const double* blk = s.block.data() + h * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * rescale + static_cast<float>(blk[d]);
+      rescale_fn(s.acc.data() + h * D, s.block.data() + h * D, D, rescale);
       s.m[static_cast<size_t>(h)] = bmax;
     }
   }
@@ -90,6 +88,7 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   const Isa isa = resolve_isa(opt.isa);
   const auto scores_fn = detail::attn_scores_for(isa);
   const auto pv_fn = detail::attn_pv_for(isa);
+  const auto rescale_fn = detail::attn_rescale_for(isa);
   // Four heads per grain keeps the vector loops' 4-head groups whole.
   constexpr int64_t kGrain = 4;
   // Small calls (under ~256K multiply-adds of q·k) stay on the calling thread: a pool wake-up would cost
@@ -98,11 +97,12 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   const int n_slots = opt.pool && !small ? opt.pool->n_slots(shape.n_heads, kGrain) : 1;
   if (static_cast<int>(scratch.slots.size()) < n_slots) scratch.slots.resize(static_cast<size_t>(n_slots));
   if (n_slots <= 1) {
-    heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn);
+    heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn, rescale_fn);
     return;
   }
   opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int slot) {
-    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], scores_fn, pv_fn);
+    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], scores_fn, pv_fn,
+               rescale_fn);
   });
 }
 

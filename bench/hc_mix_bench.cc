@@ -1,7 +1,5 @@
-// bench: the mHC mixes at V4-Flash's width (hc 4 x dim 4096) for decode-sized token counts: the token-lane
-// kernel (hc_mixes) against the per-token mix-lane kernel (hc_mixes_by_token), single-threaded, and at the
-// decode shapes on a two-thread pool. The model
-// picks between them by token count (model/deepseek_v4/mhc.cc); this is the measurement behind the pick.
+// bench: the mHC mixes (kernels/cpu/hc_mix.h) at V4-Flash's width (hc 4 x dim 4096) for decode-sized token
+// counts, single-threaded, and at the decode shapes on a two-thread pool.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -26,17 +24,13 @@ std::vector<float> pseudo_random(int64_t n, uint32_t seed) {
   return v;
 }
 
-void hc_case(benchmark::State& state, Isa isa, int64_t n_mix, int64_t n, bool by_token, dsv4::ThreadPool* pool) {
+void hc_case(benchmark::State& state, Isa isa, int64_t n_mix, int64_t n, dsv4::ThreadPool* pool) {
   const auto fn = pseudo_random(n_mix * kWidth, 1);
-  const auto fn_t = dsv4::kernels::hc_transpose_fn(fn.data(), n_mix, kWidth);
+  const auto packed = dsv4::kernels::hc_pack_fn(fn.data(), n_mix, kWidth);
   const auto x = pseudo_random(n * kWidth, 2);
   std::vector<float> m(static_cast<size_t>(n * n_mix));
   for (auto _ : state) {
-    if (by_token) {
-      dsv4::kernels::hc_mixes_by_token(fn_t.data(), n_mix, kWidth, x.data(), n, 1e-6f, m.data(), isa, pool);
-    } else {
-      dsv4::kernels::hc_mixes(fn.data(), n_mix, kWidth, x.data(), n, 1e-6f, m.data(), isa, pool);
-    }
+    dsv4::kernels::hc_mixes(packed.data(), n_mix, kWidth, x.data(), n, 1e-6f, m.data(), isa, pool);
     benchmark::DoNotOptimize(m.data());
   }
 }
@@ -46,21 +40,18 @@ const int kRegistered = [] {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t n_mix : {4, 12, 24})
       for (int64_t n : {1, 2, 4, 8})
-        for (bool by_token : {false, true})
-          benchmark::RegisterBenchmark((std::string(by_token ? "hc_mixes_by_token/" : "hc_mixes/") +
-                                        dsv4::kernels::isa_name(isa) + "/mixes=" + std::to_string(n_mix) +
-                                        "/n=" + std::to_string(n))
-                                           .c_str(),
-                                       [=](benchmark::State& s) { hc_case(s, isa, n_mix, n, by_token, nullptr); });
+        benchmark::RegisterBenchmark((std::string("hc_mixes/") + dsv4::kernels::isa_name(isa) +
+                                      "/mixes=" + std::to_string(n_mix) + "/n=" + std::to_string(n))
+                                         .c_str(),
+                                     [=](benchmark::State& s) { hc_case(s, isa, n_mix, n, nullptr); });
     // The model's decode shape on its two-thread pool (wall time: the pool's threads work for the caller).
     static dsv4::ThreadPool pool2(2);
     for (int64_t n : {1, 8})
-      for (bool by_token : {false, true})
-        benchmark::RegisterBenchmark((std::string(by_token ? "hc_mixes_by_token/" : "hc_mixes/") +
-                                      dsv4::kernels::isa_name(isa) + "/mixes=24/n=" + std::to_string(n) + "/threads=2")
-                                         .c_str(),
-                                     [=](benchmark::State& s) { hc_case(s, isa, 24, n, by_token, &pool2); })
-            ->UseRealTime();
+      benchmark::RegisterBenchmark((std::string("hc_mixes/") + dsv4::kernels::isa_name(isa) + "/mixes=24/n=" +
+                                    std::to_string(n) + "/threads=2")
+                                       .c_str(),
+                                   [=](benchmark::State& s) { hc_case(s, isa, 24, n, &pool2); })
+          ->UseRealTime();
   }
   return 0;
 }();

@@ -237,7 +237,7 @@ uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
 Status load_hc(Loader& ld, const std::string& p, const std::string& site, int64_t n_mix, int64_t n_scale,
                const ModelConfig& c, HcWeights* hw) {
   DSV4_RETURN_IF_ERROR(ld.floats(p + "hc_" + site + "_fn", {u(n_mix), u(c.hc_mult * c.dim)}, &hw->fn));
-  if (ld.backend() == Backend::kCpu) hw->fn_t = kernels::hc_transpose_fn(hw->fn.data(), n_mix, c.hc_mult * c.dim);
+  if (ld.backend() == Backend::kCpu) hw->fn_packed = kernels::hc_pack_fn(hw->fn.data(), n_mix, c.hc_mult * c.dim);
   DSV4_RETURN_IF_ERROR(ld.floats(p + "hc_" + site + "_base", {u(n_mix)}, &hw->base));
   return ld.floats(p + "hc_" + site + "_scale", {u(n_scale)}, &hw->scale);
 }

@@ -50,9 +50,9 @@ struct EmbeddingTable {
 
 struct HcWeights {
   std::vector<float> fn;     // [n_mix, hc·dim]
-  // cpu backend: fn transposed for the per-token mix kernel (kernels/cpu/hc_mix.h), [hc·dim, ld]; empty on
+  // cpu backend: fn as the mix kernel's 4-mix panels (kernels/cpu/hc_mix.h), [ld / 4, hc·dim, 4]; empty on
   // the reference backend.
-  std::vector<float> fn_t;
+  std::vector<float> fn_packed;
   std::vector<float> base;   // [n_mix]
   std::vector<float> scale;  // [3] (hc_head: [1])
 };

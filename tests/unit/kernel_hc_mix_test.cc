@@ -1,8 +1,9 @@
-// unit: kernels::hc_mixes against ref::hc_mixes (spec §2.2 step 3), one token at a time. The kernel sums
-// every (token, mix) in the reference's order with exact double products, so the mixes must match bit for
-// bit on every ISA, for any thread count, over token counts around the 8-lane groups, widths with odd
-// tails, mix counts around the 4-mix blocks (hc_head's hc, hc_pre's (2+hc)·hc), and inputs from
-// bf16 streams to wide-range values whose float sums would differ under any reordering.
+// unit: kernels::hc_mixes against ref::hc_mixes (spec §2.2 step 3), one token at a time, and kernels::hc_post
+// against ref::hc_post. The mix kernel sums every (token, mix) in the reference's order with exact double
+// products, so the mixes must match bit for bit on every ISA, for any thread count, over token counts around
+// its 8-token passes, widths with odd tails, mix counts around the 4-mix panels (hc_head's hc, hc_pre's
+// (2+hc)·hc), and inputs from bf16 streams to wide-range values whose float sums would differ under any
+// reordering.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -56,44 +57,26 @@ void expect_reference_bits(const std::vector<float>& want, const std::string& la
     }
 }
 
+// The same bits as the reference over mix counts around the panel and the panels of one pass (1, 4, 5, 24,
+// 33, 64), widths with odd tails and across the kernel's 256-position blocks, token counts around its
+// 1/2/4/8-token passes and 8-token groups (up to 17: three groups), and thread counts (the panels split
+// over threads).
 TEST(KernelHcMix, BitIdenticalToReference) {
-  std::mt19937 rng(5);
-  constexpr float kEps = 1e-6f;
-  for (int64_t width : {1, 7, 64, 130, 1027})
-    for (int64_t n_mix : {1, 4, 5, 24})
-      for (int64_t n : {1, 2, 7, 8, 9, 17})
-        for (int decades : {0, 20}) {
-          const auto fn = values(rng, n_mix * width, decades);
-          const auto x = values(rng, n * width, decades);
-          const std::string label = "width " + std::to_string(width) + " n_mix " + std::to_string(n_mix) + " n " +
-                                    std::to_string(n) + " decades " + std::to_string(decades);
-          expect_reference_bits(reference_mixes(fn, n_mix, width, x, n, kEps), label,
-                                [&](Isa isa, ThreadPool* pool, float* out) {
-                                  hc_mixes(fn.data(), n_mix, width, x.data(), n, kEps, out, isa, pool);
-                                });
-        }
-}
-
-// The per-token kernel (mixes as lanes, fn packed as 4-mix panels): the same bits as the reference over mix
-// counts around the panel and the panels of one pass (1, 4, 5, 24, 33, 64), widths with odd tails and
-// across the kernel's 256-position blocks, token counts around its 1/2/4/8-token passes and 8-token groups,
-// and thread counts (the panels split over threads).
-TEST(KernelHcMix, ByTokenBitIdenticalToReference) {
   std::mt19937 rng(6);
   constexpr float kEps = 1e-6f;
   for (int64_t width : {1, 7, 64, 130, 1027})
     for (int64_t n_mix : {1, 4, 5, 24, 33, 64})
-      for (int64_t n : {1, 2, 3, 5, 8, 9})
+      for (int64_t n : {1, 2, 3, 5, 8, 9, 17})
         for (int decades : {0, 20}) {
           const auto fn = values(rng, n_mix * width, decades);
           const auto x = values(rng, n * width, decades);
-          const auto fn_t = hc_transpose_fn(fn.data(), n_mix, width);
-          ASSERT_EQ(fn_t.size(), static_cast<size_t>(width * hc_fn_t_ld(n_mix)));
+          const auto packed = hc_pack_fn(fn.data(), n_mix, width);
+          ASSERT_EQ(packed.size(), static_cast<size_t>(width * hc_packed_fn_ld(n_mix)));
           const std::string label = "width " + std::to_string(width) + " n_mix " + std::to_string(n_mix) + " n " +
                                     std::to_string(n) + " decades " + std::to_string(decades);
           expect_reference_bits(reference_mixes(fn, n_mix, width, x, n, kEps), label,
                                 [&](Isa isa, ThreadPool* pool, float* out) {
-                                  hc_mixes_by_token(fn_t.data(), n_mix, width, x.data(), n, kEps, out, isa, pool);
+                                  hc_mixes(packed.data(), n_mix, width, x.data(), n, kEps, out, isa, pool);
                                 });
         }
 }
@@ -109,9 +92,10 @@ TEST(KernelHcMix, ZeroTokenAmongOthers) {
   ref::HcParams p;
   p.hc_mult = 4;
   p.dim = width / 4;
+  const auto packed = hc_pack_fn(fn.data(), n_mix, width);
   for (Isa isa : isas()) {
     std::vector<float> got(static_cast<size_t>(n * n_mix));
-    hc_mixes(fn.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, nullptr);
+    hc_mixes(packed.data(), n_mix, width, x.data(), n, p.norm_eps, got.data(), isa, nullptr);
     for (int64_t t = 0; t < n; ++t) {
       std::vector<float> want(static_cast<size_t>(n_mix));
       ref::hc_mixes(p, fn.data(), n_mix, x.data() + t * width, want.data());

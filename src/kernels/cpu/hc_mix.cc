@@ -1,4 +1,4 @@
-// kernels: mHC mixes — ISA dispatch, the per-group transpose of x and the split of mixes over the pool.
+// kernels: mHC mixes — ISA dispatch, fn packing and the split of mixes over the pool.
 #include "kernels/cpu/hc_mix.h"
 
 #include <algorithm>
@@ -11,25 +11,17 @@
 namespace dsv4::kernels {
 namespace {
 
-using detail::kHcLanes;
-
-struct HcFns {
-  detail::HcMixFn mix;
-  detail::HcSumSqFn sumsq;
-  detail::HcMixPanelsFn panels;
-};
-
-HcFns fns_for(Isa isa) {
+detail::HcMixPanelsFn panels_fn(Isa isa) {
   switch (resolve_isa(isa)) {
 #if defined(__x86_64__)
     case Isa::kAmx:
     case Isa::kAvx512:
-      return {detail::hc_mix_avx512, detail::hc_sumsq_avx512, detail::hc_mix_panels_avx512};
+      return detail::hc_mix_panels_avx512;
     case Isa::kAvx2:
-      return {detail::hc_mix_avx2, detail::hc_sumsq_avx2, detail::hc_mix_panels_avx2};
+      return detail::hc_mix_panels_avx2;
 #endif
     default:
-      return {detail::hc_mix_scalar, detail::hc_sumsq_scalar, detail::hc_mix_panels_scalar};
+      return detail::hc_mix_panels_scalar;
   }
 }
 
@@ -37,50 +29,24 @@ HcFns fns_for(Isa isa) {
 constexpr int64_t kMinPoolMacs = int64_t{1} << 17;
 }  // namespace
 
-void hc_mixes(const float* fn, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens, float norm_eps, float* m,
-              Isa isa, ThreadPool* pool) {
-  DSV4_CHECK(n_mix > 0 && width > 0 && n_tokens >= 0, "hc_mixes: bad shape");
-  const HcFns f = fns_for(isa);
-  // Grow-only: [width, kHcLanes] transposed tokens of one group.
-  thread_local std::vector<float> xt_buf;
-  if (static_cast<int64_t>(xt_buf.size()) < width * kHcLanes) xt_buf.resize(static_cast<size_t>(width * kHcLanes));
-  float* xt = xt_buf.data();
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kHcLanes) {
-    const int lanes = static_cast<int>(std::min<int64_t>(kHcLanes, n_tokens - t0));
-    for (int64_t i = 0; i < width; ++i)
-      for (int t = 0; t < kHcLanes; ++t) xt[i * kHcLanes + t] = t < lanes ? x[(t0 + t) * width + i] : 0.0f;
-    double ss[kHcLanes];
-    f.sumsq(xt, width, ss);
-    float rs[kHcLanes];
-    for (int t = 0; t < kHcLanes; ++t)
-      rs[t] = 1.0f / std::sqrt(static_cast<float>(ss[t] / static_cast<double>(width)) + norm_eps);
-    float* mg = m + t0 * n_mix;
-    auto body = [&](int64_t k0, int64_t k1, int) { f.mix(fn, width, k0, k1, xt, rs, lanes, mg, n_mix); };
-    // Chunks of whole mix blocks (4 mixes), each thread reading only its own fn rows.
-    if (pool != nullptr && n_mix * width * lanes >= kMinPoolMacs) {
-      pool->parallel_for(n_mix, 4, body);
-    } else {
-      body(0, n_mix, 0);
-    }
-  }
+int64_t hc_packed_fn_ld(int64_t n_mix) {
+  return (n_mix + detail::kHcPanel - 1) / detail::kHcPanel * detail::kHcPanel;
 }
 
-int64_t hc_fn_t_ld(int64_t n_mix) { return (n_mix + detail::kHcPanel - 1) / detail::kHcPanel * detail::kHcPanel; }
-
-std::vector<float> hc_transpose_fn(const float* fn, int64_t n_mix, int64_t width) {
+std::vector<float> hc_pack_fn(const float* fn, int64_t n_mix, int64_t width) {
   constexpr int64_t P = detail::kHcPanel;
-  std::vector<float> t(static_cast<size_t>(width * hc_fn_t_ld(n_mix)), 0.0f);  // [panels, width, P], padding zero
+  std::vector<float> t(static_cast<size_t>(width * hc_packed_fn_ld(n_mix)), 0.0f);  // [panels, width, P], padding zero
   for (int64_t k = 0; k < n_mix; ++k)
     for (int64_t i = 0; i < width; ++i) t[static_cast<size_t>(((k / P) * width + i) * P + k % P)] = fn[k * width + i];
   return t;
 }
 
-void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens,
-                       float norm_eps, float* m, Isa isa, ThreadPool* pool) {
-  DSV4_CHECK(n_mix > 0 && width > 0 && n_tokens >= 0, "hc_mixes_by_token: bad shape");
-  constexpr int64_t kMaxTok = kHcByTokenMaxTokens;
-  const HcFns f = fns_for(isa);
-  const int64_t ld = hc_fn_t_ld(n_mix), n_panels = ld / detail::kHcPanel;
+void hc_mixes(const float* fn_packed, int64_t n_mix, int64_t width, const float* x, int64_t n_tokens, float norm_eps,
+              float* m, Isa isa, ThreadPool* pool) {
+  DSV4_CHECK(n_mix > 0 && width > 0 && n_tokens >= 0, "hc_mixes: bad shape");
+  constexpr int64_t kMaxTok = kHcMixMaxTokens;
+  const detail::HcMixPanelsFn panels = panels_fn(isa);
+  const int64_t ld = hc_packed_fn_ld(n_mix), n_panels = ld / detail::kHcPanel;
   // Grow-only, this thread's: one group's sums [kMaxTok, ld].
   thread_local std::vector<double> sums_buf;
   if (static_cast<int64_t>(sums_buf.size()) < kMaxTok * ld) sums_buf.resize(static_cast<size_t>(kMaxTok * ld));
@@ -96,7 +62,7 @@ void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const fl
     auto body = [&](int64_t c0, int64_t c1, int) {
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t pa = c * n_panels / n_parts, pb = (c + 1) * n_panels / n_parts;
-        f.panels(fn_t, width, pa, pb, x + t0 * width, nt, pa == 0 ? ss : nullptr, sums, ld);
+        panels(fn_packed, width, pa, pb, x + t0 * width, nt, pa == 0 ? ss : nullptr, sums, ld);
       }
     };
     if (n_parts > 1) {
@@ -105,7 +71,7 @@ void hc_mixes_by_token(const float* fn_t, int64_t n_mix, int64_t width, const fl
       body(0, 1, 0);
     }
     for (int t = 0; t < nt; ++t) {
-      // The same factor and product as hc_mixes (and the reference).
+      // The reference's factor and product.
       const float rs = 1.0f / std::sqrt(static_cast<float>(ss[t] / static_cast<double>(width)) + norm_eps);
       for (int64_t k = 0; k < n_mix; ++k) m[(t0 + t) * n_mix + k] = static_cast<float>(sums[t * ld + k]) * rs;
     }

@@ -1,7 +1,7 @@
 // kernels: the body of the mHC mix kernel (hc_mix.h), written once with GCC vector types and compiled
-// per ISA by hc_mix_{scalar,avx2,avx512}.cc (each with its own instruction-set flags). mix: vector lanes
-// are tokens; mix_panels: vector lanes are the 4 mixes of a panel, for each of up to 8 tokens. Either way
-// each lane's arithmetic is exactly the reference's sequence for that (token, mix).
+// per ISA by hc_mix_{scalar,avx2,avx512}.cc (each with its own instruction-set flags). The vector lanes are
+// the 4 mixes of a panel, for each of up to 8 tokens; each lane's arithmetic is exactly the reference's
+// sequence for that (token, mix).
 #pragma once
 
 #include <cstdint>
@@ -19,38 +19,6 @@ namespace {
 
 using V8f = float __attribute__((vector_size(32)));
 using V8d = double __attribute__((vector_size(64)));
-static_assert(kHcLanes == 8);
-
-// Mixes accumulated side by side: independent chains, each fn element broadcast to all lanes.
-inline constexpr int kMixBlock = 4;
-
-void mix(const float* fn, int64_t width, int64_t k0, int64_t k1, const float* xt, const float* rs, int n_lanes,
-         float* m, int64_t ldm) {
-  for (int64_t kb = k0; kb < k1; kb += kMixBlock) {
-    const int nk = static_cast<int>(k1 - kb < kMixBlock ? k1 - kb : kMixBlock);
-    V8d acc[kMixBlock] = {};
-    const float* row[kMixBlock];
-    for (int j = 0; j < kMixBlock; ++j) row[j] = fn + (kb + (j < nk ? j : 0)) * width;
-    for (int64_t i = 0; i < width; ++i) {
-      V8f xf;
-      __builtin_memcpy(&xf, xt + i * kHcLanes, sizeof(xf));
-      const V8d xv = __builtin_convertvector(xf, V8d);
-      for (int j = 0; j < kMixBlock; ++j) acc[j] += xv * static_cast<double>(row[j][i]);  // exact product
-    }
-    for (int j = 0; j < nk; ++j)
-      for (int t = 0; t < n_lanes; ++t) m[t * ldm + kb + j] = static_cast<float>(acc[j][t]) * rs[t];
-  }
-}
-
-void sumsq(const float* xt, int64_t width, double* ss) {
-  V8d acc = {};
-  for (int64_t i = 0; i < width; ++i) {
-    V8f v;
-    __builtin_memcpy(&v, xt + i * kHcLanes, sizeof(v));
-    acc += __builtin_convertvector(v * v, V8d);  // fp32 square, then the double sum
-  }
-  for (int t = 0; t < kHcLanes; ++t) ss[t] = acc[t];
-}
 
 using V4f = float __attribute__((vector_size(16)));
 using V4d = double __attribute__((vector_size(32)));
@@ -154,12 +122,12 @@ inline constexpr int64_t kHcBlock = 256;
 // by block, so the chains run in index order across blocks. Unrolled so the accumulators stay in registers
 // within a block (T·G ≤ 24).
 template <int T, int G, bool SS>
-void panels_pass(const float* fn_t, int64_t width, int64_t p0, const float* x, int n_tok, double* ss, double* sums,
+void panels_pass(const float* fn_packed, int64_t width, int64_t p0, const float* x, int n_tok, double* ss, double* sums,
                  int64_t ld) {
   V4d acc[T][G] = {};
   double sq[T] = {};
   const float* pan[G];
-  for (int g = 0; g < G; ++g) pan[g] = fn_t + (p0 + g) * width * kHcPanel;
+  for (int g = 0; g < G; ++g) pan[g] = fn_packed + (p0 + g) * width * kHcPanel;
   alignas(64) double xd[kHcBlock * T];
   alignas(64) double xq[SS ? kHcBlock * T : 1];
   for (int64_t i0 = 0; i0 < width; i0 += kHcBlock) {
@@ -193,7 +161,7 @@ template <int T>
 constexpr int64_t kPanelsPerPass = T <= 4 ? 6 : 24 / T;
 
 template <int T>
-void panels_tokens(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok, double* ss,
+void panels_tokens(const float* fn_packed, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok, double* ss,
                    double* sums, int64_t ld) {
   for (int64_t pb = p0; pb < p1; pb += kPanelsPerPass<T>) {
     const int64_t np = p1 - pb < kPanelsPerPass<T> ? p1 - pb : kPanelsPerPass<T>;
@@ -201,9 +169,9 @@ void panels_tokens(const float* fn_t, int64_t width, int64_t p0, int64_t p1, con
     const bool with_ss = ss != nullptr && pb == 0;
     auto run = [&]<int G>() {
       if (with_ss) {
-        panels_pass<T, G, true>(fn_t, width, pb, x, n_tok, ss, sums, ld);
+        panels_pass<T, G, true>(fn_packed, width, pb, x, n_tok, ss, sums, ld);
       } else {
-        panels_pass<T, G, false>(fn_t, width, pb, x, n_tok, ss, sums, ld);
+        panels_pass<T, G, false>(fn_packed, width, pb, x, n_tok, ss, sums, ld);
       }
     };
     switch (np) {
@@ -219,16 +187,16 @@ void panels_tokens(const float* fn_t, int64_t width, int64_t p0, int64_t p1, con
 
 // n_tok ≤ 8 tokens run as T = 1, 2, 4 or 8 chains per mix; the padding tokens read zeros and their sums
 // land in rows [n_tok, T) of sums, which the caller discards.
-void mix_panels(const float* fn_t, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok, double* ss,
+void mix_panels(const float* fn_packed, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok, double* ss,
                 double* sums, int64_t ld) {
   if (n_tok <= 1) {
-    panels_tokens<1>(fn_t, width, p0, p1, x, n_tok, ss, sums, ld);
+    panels_tokens<1>(fn_packed, width, p0, p1, x, n_tok, ss, sums, ld);
   } else if (n_tok <= 2) {
-    panels_tokens<2>(fn_t, width, p0, p1, x, n_tok, ss, sums, ld);
+    panels_tokens<2>(fn_packed, width, p0, p1, x, n_tok, ss, sums, ld);
   } else if (n_tok <= 4) {
-    panels_tokens<4>(fn_t, width, p0, p1, x, n_tok, ss, sums, ld);
+    panels_tokens<4>(fn_packed, width, p0, p1, x, n_tok, ss, sums, ld);
   } else {
-    panels_tokens<8>(fn_t, width, p0, p1, x, n_tok, ss, sums, ld);
+    panels_tokens<8>(fn_packed, width, p0, p1, x, n_tok, ss, sums, ld);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "core/check.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/hc_mix.h"
@@ -30,31 +31,26 @@ void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
 }
 
 // The mixes of all n tokens at once on the cpu backend (kernels/cpu/hc_mix.h, bit-identical to the
-// reference's per-token mixes by either kernel): [n, n_mix] in a grow-only per-thread buffer. nullptr on
-// the reference backend. The mix-lane kernel on the packed fn wherever the weights have it: one pass over
-// fn per 8 tokens, split by mix over the pool (bench/hc_mix_bench.cc, 24 mixes of width 16384, one thread:
-// 1 token 33 µs and 8 tokens 174 µs, against 392 and 364 µs for the token-lane kernel).
+// reference's per-token mixes): [n, n_mix] in a grow-only per-thread buffer, one pass over the packed fn
+// per 8 tokens, split by mix over the pool. nullptr on the reference backend.
 const float* batch_mixes(const ModelContext& ctx, const HcWeights& w, int64_t n_mix, const float* H, int64_t n) {
   if (ctx.exec.backend != Backend::kCpu) return nullptr;
+  DSV4_CHECK(!w.fn_packed.empty(), "mHC: cpu-backend weights without the packed fn");
   const auto p = ctx.hc_params();
   thread_local ScratchVec<float> m;
   m.grow(n * n_mix);
-  const int64_t width = p.hc_mult * p.dim;
-  if (!w.fn_t.empty()) {
-    kernels::hc_mixes_by_token(w.fn_t.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
-  } else {
-    kernels::hc_mixes(w.fn.data(), n_mix, width, H, n, p.norm_eps, m.data(), ctx.exec.isa, ctx.exec.pool);
-  }
+  kernels::hc_mixes(w.fn_packed.data(), n_mix, p.hc_mult * p.dim, H, n, p.norm_eps, m.data(), ctx.exec.isa,
+                    ctx.exec.pool);
   return m.data();
 }
 
-// The fn bytes the mixes of n tokens read, for the dispatch profile: both cpu kernels stream fn once per
-// group of 8 tokens (kernels/cpu/hc_mix.h), the reference once per token. Counted as fp32, as held.
+// The fn bytes the mixes of n tokens read, for the dispatch profile: the cpu kernel streams the packed fn
+// (padded to whole 4-mix panels) once per group of 8 tokens, the reference fn once per token. Counted as
+// fp32, as held.
 int64_t mix_weight_bytes(const ModelContext& ctx, const HcWeights& w, int64_t n) {
   if (ctx.exec.backend != Backend::kCpu) return n * static_cast<int64_t>(w.fn.size() * sizeof(float));
-  const std::vector<float>& read = w.fn_t.empty() ? w.fn : w.fn_t;  // fn_t: padded to whole 4-mix panels
-  return (n + kernels::kHcByTokenMaxTokens - 1) / kernels::kHcByTokenMaxTokens *
-         static_cast<int64_t>(read.size() * sizeof(float));
+  return (n + kernels::kHcMixMaxTokens - 1) / kernels::kHcMixMaxTokens *
+         static_cast<int64_t>(w.fn_packed.size() * sizeof(float));
 }
 
 }  // namespace
@@ -68,7 +64,8 @@ void hc_pre_tokens(const ModelContext& ctx, const HcWeights& w, const float* H, 
   for_tokens(ctx, n, [&](int64_t i) {
     const float* x = H + i * hc * p.dim;
     if (m) {
-      ref::hc_pre_apply(p, m + i * n_mix, w.scale.data(), w.base.data(), x, y + i * p.dim, post + i * hc, comb + i * hc * hc);
+      ref::hc_pre_apply(p, m + i * n_mix, w.scale.data(), w.base.data(), x, y + i * p.dim, post + i * hc,
+                        comb + i * hc * hc);
     } else {
       ref::hc_pre(p, w.fn.data(), w.scale.data(), w.base.data(), x, y + i * p.dim, post + i * hc, comb + i * hc * hc);
     }

@@ -35,7 +35,8 @@ void attention_case(benchmark::State& state, Isa isa, int64_t n_idx) {
   dsv4::kernels::SparseAttentionScratch scratch;
   const dsv4::kernels::SparseAttentionShape shape{kHeads, kDim, 1.0f / 22.627417f};
   for (auto _ : state) {
-    dsv4::kernels::sparse_attention(shape, q.data(), rows.data(), n_idx, sink.data(), out.data(), scratch, {isa, nullptr});
+    dsv4::kernels::sparse_attention(shape, q.data(), rows.data(), n_idx, sink.data(), out.data(), scratch,
+                                    {isa, nullptr});
     benchmark::DoNotOptimize(out.data());
   }
 }

@@ -13,10 +13,13 @@ detail::HcPostFn post_fn(Isa isa) {
   switch (resolve_isa(isa)) {
 #if defined(__x86_64__)
     case Isa::kAmx:
-    case Isa::kAvx512: return detail::hc_post_avx512;
-    case Isa::kAvx2: return detail::hc_post_avx2;
+    case Isa::kAvx512:
+      return detail::hc_post_avx512;
+    case Isa::kAvx2:
+      return detail::hc_post_avx2;
 #endif
-    default: return detail::hc_post_scalar;
+    default:
+      return detail::hc_post_scalar;
   }
 }
 
@@ -36,8 +39,7 @@ void hc_post(int64_t hc, int64_t dim, const float* x, const float* residual, con
   auto body = [&](int64_t b, int64_t e, int) {
     for (int64_t item = b; item < e; ++item) {
       const int64_t t = item / n_blocks, d0 = item % n_blocks * kBlockD, d1 = std::min(dim, d0 + kBlockD);
-      fn(hc, dim, d0, d1, x + t * dim, residual + t * hc * dim, post + t * hc, comb + t * hc * hc,
-         out + t * hc * dim);
+      fn(hc, dim, d0, d1, x + t * dim, residual + t * hc * dim, post + t * hc, comb + t * hc * hc, out + t * hc * dim);
     }
   };
   const int64_t items = n_tokens * n_blocks;

@@ -102,7 +102,7 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   }
   opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int slot) {
     heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], scores_fn, pv_fn,
-               rescale_fn);
+                rescale_fn);
   });
 }
 

@@ -58,10 +58,15 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
                         const float* w, float* scores);
 #endif
 
+// The sparse attention core's three loops, always taken together from one ISA.
+struct AttnTiles {
+  AttnScoresFn scores;
+  AttnPvFn pv;
+  AttnRescaleFn rescale;
+};
+
 // isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores).
-AttnScoresFn attn_scores_for(Isa isa);
-AttnPvFn attn_pv_for(Isa isa);
-AttnRescaleFn attn_rescale_for(Isa isa);
+AttnTiles attn_tiles_for(Isa isa);
 IndexerScoresFn indexer_scores_for(Isa isa);
 
 }  // namespace dsv4::kernels::detail

@@ -43,31 +43,13 @@ void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const flo
   }
 }
 
-AttnScoresFn attn_scores_for(Isa isa) {
+AttnTiles attn_tiles_for(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_scores_avx512;
-  if (isa == Isa::kAvx2) return attn_scores_avx2;
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512};
+  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2};
 #endif
   (void)isa;
-  return attn_scores_scalar;
-}
-
-AttnPvFn attn_pv_for(Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_pv_avx512;
-  if (isa == Isa::kAvx2) return attn_pv_avx2;
-#endif
-  (void)isa;
-  return attn_pv_scalar;
-}
-
-AttnRescaleFn attn_rescale_for(Isa isa) {
-#if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return attn_rescale_avx512;
-  if (isa == Isa::kAvx2) return attn_rescale_avx2;
-#endif
-  (void)isa;
-  return attn_rescale_scalar;
+  return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar};
 }
 
 IndexerScoresFn indexer_scores_for(Isa isa) {

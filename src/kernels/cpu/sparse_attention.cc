@@ -18,7 +18,7 @@ constexpr int64_t kBlock = 64;  // the reference's online-softmax block (golden 
 
 void heads_range(const SparseAttentionShape& p, const float* q, const float* const* rows, int64_t n_idx,
                  const float* sink, float* out, int64_t h0, int64_t h1, SparseAttentionScratch::Slot& s,
-                 detail::AttnScoresFn scores_fn, detail::AttnPvFn pv_fn, detail::AttnRescaleFn rescale_fn) {
+                 const detail::AttnTiles& tiles) {
   const int64_t D = p.head_dim, nh = h1 - h0;
   s.visible.resize(kBlock);
   s.scores.resize(static_cast<size_t>(nh * kBlock));
@@ -37,7 +37,7 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
       if (rows[b0 + j]) s.visible[static_cast<size_t>(nv++)] = rows[b0 + j];
     // A fully masked block leaves m, l and acc unchanged in the reference (rescale exp(0) = 1, adds +0).
     if (nv == 0) continue;
-    scores_fn(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
+    tiles.scores(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
     // Per head: the block max against the running max, fp32 exp of every score, the sum in double and the
     // bf16 probabilities — the reference's operations in its order.
     for (int64_t h = 0; h < nh; ++h) {
@@ -61,14 +61,14 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
       s.psum[static_cast<size_t>(h)] = psum;
     }
     std::fill(s.block.begin(), s.block.end(), 0.0);
-    pv_fn(s.probs.data(), nh, s.visible.data(), nv, D, s.block.data());
+    tiles.pv(s.probs.data(), nh, s.visible.data(), nv, D, s.block.data());
     for (int64_t h = 0; h < nh; ++h) {
       const float bmax = s.bmax[static_cast<size_t>(h)];
       if (bmax == -INFINITY) continue;
       const float rescale = s.rescale[static_cast<size_t>(h)];
       float& l = s.l[static_cast<size_t>(h)];
       l = l * rescale + static_cast<float>(s.psum[static_cast<size_t>(h)]);
-      rescale_fn(s.acc.data() + h * D, s.block.data() + h * D, D, rescale);
+      tiles.rescale(s.acc.data() + h * D, s.block.data() + h * D, D, rescale);
       s.m[static_cast<size_t>(h)] = bmax;
     }
   }
@@ -86,9 +86,7 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
                       const float* sink, float* out, SparseAttentionScratch& scratch, const AttentionOptions& opt) {
   DSV4_CHECK(shape.n_heads > 0 && shape.head_dim > 0 && n_idx >= 0, "sparse_attention: bad shape");
   const Isa isa = resolve_isa(opt.isa);
-  const auto scores_fn = detail::attn_scores_for(isa);
-  const auto pv_fn = detail::attn_pv_for(isa);
-  const auto rescale_fn = detail::attn_rescale_for(isa);
+  const detail::AttnTiles tiles = detail::attn_tiles_for(isa);
   // Four heads per grain keeps the vector loops' 4-head groups whole.
   constexpr int64_t kGrain = 4;
   // Small calls (under ~256K multiply-adds of q·k) stay on the calling thread: a pool wake-up would cost
@@ -97,12 +95,11 @@ void sparse_attention(const SparseAttentionShape& shape, const float* q, const f
   const int n_slots = opt.pool && !small ? opt.pool->n_slots(shape.n_heads, kGrain) : 1;
   if (static_cast<int>(scratch.slots.size()) < n_slots) scratch.slots.resize(static_cast<size_t>(n_slots));
   if (n_slots <= 1) {
-    heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], scores_fn, pv_fn, rescale_fn);
+    heads_range(shape, q, rows, n_idx, sink, out, 0, shape.n_heads, scratch.slots[0], tiles);
     return;
   }
   opt.pool->parallel_for(shape.n_heads, kGrain, [&](int64_t h0, int64_t h1, int slot) {
-    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], scores_fn, pv_fn,
-                rescale_fn);
+    heads_range(shape, q, rows, n_idx, sink, out, h0, h1, scratch.slots[static_cast<size_t>(slot)], tiles);
   });
 }
 

@@ -40,19 +40,10 @@ struct SegmentScratch {
   std::vector<std::vector<int32_t>> selected;  // CSA: each query's entries
 };
 
-// fn(v) for every head vector v in [0, n_vectors) of the call's rows: vectors are independent, so static
-// chunks over the model's pool give the serial loop's numbers.
+// fn(v) for every head vector v in [0, n_vectors) of the call's rows, a few µs of work per pool chunk.
 template <typename Fn>
 void for_heads(const ModelContext& ctx, int64_t n_vectors, Fn&& fn) {
-  auto body = [&](int64_t b, int64_t e, int) {
-    for (int64_t v = b; v < e; ++v) fn(v);
-  };
-  constexpr int64_t kGrain = 8;  // a few µs of work per chunk
-  if (ctx.exec.pool != nullptr && n_vectors > kGrain) {
-    ctx.exec.pool->parallel_for(n_vectors, kGrain, body);
-  } else {
-    body(0, n_vectors, 0);
-  }
+  for_each_item(ctx.exec, n_vectors, 8, fn);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 
 #include "core/formats.h"
 #include "core/quant.h"
-#include "core/thread_pool.h"
 #include "model/deepseek_v4/compressor.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/hadamard.h"
@@ -57,20 +56,12 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   // batch — parallel_for runs on the calling thread).
   float* q = p->q.data() + row0 * nh * hd;
   const float* wts = p->weights.data() + row0 * nh;
-  auto prepare = [&](int64_t b, int64_t e, int) {
-    for (int64_t v = b; v < e; ++v) {
-      float* qh = q + v * hd;
-      ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + v / nh, false);
-      ref::hadamard_rotate(qh, hd);
-      fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
-    }
-  };
-  constexpr int64_t kGrain = 8;
-  if (ctx.exec.pool != nullptr && n * nh > kGrain) {
-    ctx.exec.pool->parallel_for(n * nh, kGrain, prepare);
-  } else {
-    prepare(0, n * nh, 0);
-  }
+  for_each_item(ctx.exec, n * nh, 8, [&](int64_t v) {  // 8 head vectors per pool chunk at least
+    float* qh = q + v * hd;
+    ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + v / nh, false);
+    ref::hadamard_rotate(qh, hd);
+    fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
+  });
 
   compressor_consume(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
                      p->keys, row0, start, n);

@@ -16,18 +16,10 @@
 namespace dsv4::v4 {
 namespace {
 
-// fn(i) for every token i in [0, n): tokens are independent, so static chunks over the model's pool give
-// the same numbers as a serial loop.
+// fn(i) for every token i in [0, n), one token per pool chunk.
 template <typename Fn>
 void for_tokens(const ModelContext& ctx, int64_t n, Fn&& fn) {
-  auto body = [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) fn(i);
-  };
-  if (ctx.exec.pool != nullptr && n > 1) {
-    ctx.exec.pool->parallel_for(n, 1, body);
-  } else {
-    body(0, n, 0);
-  }
+  for_each_item(ctx.exec, n, 1, fn);
 }
 
 // The mixes of all n tokens at once on the cpu backend (kernels/cpu/hc_mix.h, bit-identical to the

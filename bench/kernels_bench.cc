@@ -278,6 +278,97 @@ void moe_layer_case(benchmark::State& state, Isa isa, int64_t m) {
   }
 }
 
+// The MoE layer as the medium model runs it in decode: 64 routed experts (d 4096, intermediate 2048,
+// top-6, uniform routing: at m = 8 its 48 assignments land on ~35 distinct experts, the model's ~34) and
+// the FP8 shared expert, on 2 MiB pages like --weights copy, the pool of `threads`, the model's routing
+// thresholds (routed experts on AMX from 16 tokens, the shared expert on AMX at every count where the ISA
+// is AMX). Two layers' weights (1.7 GB with scales, beyond the 480 MiB L3) alternate, so every step
+// streams its experts from DRAM. Real time per step, and the process's CPU time: with 2 threads the
+// pool's idle spinning at each stage end counts, a thread descheduled by another process does not (the
+// figure to compare on a loaded machine). dsv4 bench's moe_layer row is the single-layer, m = 1 view.
+void moe_stream_case(benchmark::State& state, Isa isa, int threads, int64_t m) {
+  constexpr int64_t kD = 4096, kInter = 2048, kExperts = 64, kTopK = 6, kLayers = 2;
+  constexpr int64_t kMat = kInter * kD;                                  // weights per matrix
+  constexpr int64_t kLayerBytes = (kExperts * 3 * kMat / 2) + 3 * kMat;  // routed FP4 codes + shared FP8 codes
+  static dsv4::PageMemory mem;
+  static std::vector<uint8_t> fp4_scales, fp8_scales;
+  if (mem.data() == nullptr) {
+    auto r = dsv4::PageMemory::allocate(static_cast<uint64_t>(kLayers * kLayerBytes), dsv4::PageKind::kHuge);
+    if (!r.is_ok()) {
+      state.SkipWithError("no memory for the MoE stream region");
+      return;
+    }
+    mem = std::move(r).value();
+    // Every byte a valid FP4 pair and no NaN E4M3 code (bit 4 clear, as dense_stream_region).
+    auto* p = reinterpret_cast<uint8_t*>(mem.data());
+    uint32_t seed = 19;
+    for (int64_t i = 0; i < kLayers * kLayerBytes; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      p[i] = static_cast<uint8_t>((seed >> 24) & 0xEF);
+    }
+    fp4_scales = random_bytes(static_cast<size_t>(kLayers * kExperts * 3 * kMat / 32), 10, 0x07);
+    for (auto& b : fp4_scales) b = static_cast<uint8_t>(b + 120);
+    fp8_scales = random_bytes(static_cast<size_t>(kLayers * 3 * kMat / (128 * 128)), 12, 0x07);
+    for (auto& b : fp8_scales) b = static_cast<uint8_t>(b + 120);
+  }
+  struct Layer {
+    std::vector<dsv4::kernels::Fp4Expert> experts;
+    dsv4::kernels::Fp8Expert shared;
+  };
+  std::vector<Layer> layers(kLayers);
+  const auto* base = reinterpret_cast<const uint8_t*>(mem.data());
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const uint8_t* codes = base + l * kLayerBytes;
+    auto fp4 = [&](int64_t i, int64_t rows, int64_t cols) {
+      return dsv4::kernels::Fp4Matrix{codes + i * kMat / 2, fp4_scales.data() + (l * kExperts * 3 + i) * kMat / 32,
+                                      rows, cols};
+    };
+    auto fp8 = [&](int64_t i, int64_t rows, int64_t cols) {
+      return dsv4::kernels::Fp8Matrix{codes + kExperts * 3 * kMat / 2 + i * kMat,
+                                      fp8_scales.data() + (l * 3 + i) * kMat / (128 * 128), rows, cols};
+    };
+    for (int64_t e = 0; e < kExperts; ++e)
+      layers[static_cast<size_t>(l)].experts.push_back(
+          {fp4(3 * e, kInter, kD), fp4(3 * e + 1, kInter, kD), fp4(3 * e + 2, kD, kInter)});
+    layers[static_cast<size_t>(l)].shared = {fp8(0, kInter, kD), fp8(1, kInter, kD), fp8(2, kD, kInter)};
+  }
+  auto x = activations(m, kD);
+  for (auto& v : x) v *= 0.25f;
+  std::vector<float> y(static_cast<size_t>(m * kD)), rw(static_cast<size_t>(m * kTopK), 1.0f / kTopK);
+  std::vector<int32_t> ids(static_cast<size_t>(m * kTopK));
+  uint32_t seed = 13;
+  dsv4::ThreadPool pool(threads);
+  dsv4::kernels::MatmulOptions opt{true, isa, threads > 1 ? &pool : nullptr, dsv4::kernels::kAmxMinTokensDefault};
+  dsv4::kernels::MoeLayerScratch scratch;
+  int64_t step = 0, bytes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::vector<bool> active(kExperts, false);
+    for (int64_t t = 0; t < m; ++t)  // kTopK distinct experts per token, fresh each step
+      for (int64_t j = 0; j < kTopK; ++j) {
+        int32_t e;
+        bool dup;
+        do {
+          seed = seed * 1664525u + 1013904223u;
+          e = static_cast<int32_t>((seed >> 16) % kExperts);
+          dup = false;
+          for (int64_t i = 0; i < j; ++i) dup |= ids[static_cast<size_t>(t * kTopK + i)] == e;
+        } while (dup);
+        ids[static_cast<size_t>(t * kTopK + j)] = e;
+        active[static_cast<size_t>(e)] = true;
+      }
+    for (bool a : active) bytes += a ? 3 * (kMat / 2 + kMat / 32) : 0;
+    bytes += 3 * kMat;
+    const Layer& l = layers[static_cast<size_t>(step % kLayers)];
+    const dsv4::kernels::MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, 10.0f, 1};
+    state.ResumeTiming();
+    dsv4::kernels::moe_layer(lw, x.data(), m, ids.data(), rw.data(), kTopK, y.data(), scratch, opt);
+    benchmark::DoNotOptimize(y.data());
+    ++step;
+  }
+  state.SetBytesProcessed(bytes);
+}
+
 // Which rows a one-thread pass over one 32 MiB stream-region matrix hands the nibble-plane tile, in the
 // order it reads them (CPU time per call, huge pages, the callers' one-row-ahead prefetch): what the
 // stream gets from the number of concurrent row streams the L2 streamer can follow (one per page).
@@ -427,6 +518,17 @@ const int kRegistered = [] {
                                              .c_str(),
                                          [=](benchmark::State& s) { fp4_stream_case(s, isa, kind, threads, m, k); })
                 ->UseRealTime();
+  }
+  for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    for (int threads : {1, 2})
+      for (int64_t m : {1, 8})
+        benchmark::RegisterBenchmark(("moe_layer_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/threads=" +
+                                      std::to_string(threads) + "/m=" + std::to_string(m) + "/64x4096x2048")
+                                         .c_str(),
+                                     [=](benchmark::State& s) { moe_stream_case(s, isa, threads, m); })
+            ->UseRealTime()
+            ->MeasureProcessCPUTime();
   }
   // The same DRAM stream on the AMX FP4 kernel (every m: amx_min_tokens = 1), 2 MiB pages as the model's
   // --weights copy: a routed expert's 1..2-token calls against the vector tiles' rows above.

@@ -187,6 +187,39 @@ void dense_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t cols,
   state.SetBytesProcessed(state.iterations() * kDenseStreamMatBytes);
 }
 
+// DRAM-streamed FP8 / BF16 GEMVs with one of the model's dense shapes (rows x cols), 2 MiB pages: each call
+// reads the next matrix of that shape laid back to back in the same 640 MiB region (as tensors follow each
+// other in a weight copy), on 1 or 2 threads. The model's one-token dispatch (linear_jobs) hands each thread
+// 1 MiB row slices of a projection as single-threaded calls: the threads=1 cases with 1 MiB shapes (256x4096
+// FP8, 128x4096 BF16) measure that; the whole shapes on 2 threads are `dsv4 bench`'s GEMV rows. CPU time
+// per call is the robust measure on a loaded machine (one thread); with 2 threads read real time.
+void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, int64_t cols, int threads, int64_t m) {
+  const uint8_t* region = dense_stream_region(dsv4::PageKind::kHuge);
+  if (region == nullptr) {
+    state.SkipWithError("no memory for the stream region");
+    return;
+  }
+  const int64_t bytes = rows * cols * (fp8 ? 1 : 2);
+  const int64_t n_mats = kDenseStreamMats * kDenseStreamMatBytes / bytes;
+  std::vector<uint8_t> scales = random_bytes(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)), 8, 0x07);
+  for (auto& b : scales) b = static_cast<uint8_t>(b + 120);
+  const auto x = activations(m, cols);
+  std::vector<float> out(static_cast<size_t>(m * rows));
+  dsv4::ThreadPool pool(threads);
+  const dsv4::kernels::MatmulOptions opt{true, Isa::kAmx, threads > 1 ? &pool : nullptr, 1};
+  int64_t i = 0;
+  for (auto _ : state) {
+    const uint8_t* base = region + i * bytes;
+    if (fp8)
+      dsv4::kernels::fp8_gemm({base, scales.data(), rows, cols}, x.data(), m, out.data(), opt);
+    else
+      dsv4::kernels::bf16_gemm({reinterpret_cast<const uint16_t*>(base), rows, cols}, x.data(), m, out.data(), opt);
+    benchmark::DoNotOptimize(out.data());
+    i = (i + 1) % n_mats;
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 // DRAM-streamed FP4 decode GEMVs with the routed experts' row lengths: k = 4096 (w1/w3, 2 KiB rows) or
 // k = 2048 (w2, 1 KiB rows), so two rows share a 4 KiB page as in the model (the far-pair tiles,
 // row_pairs.h, exist for that). Each call reads the next 32 MiB of packed codes of the same 640 MiB
@@ -543,6 +576,27 @@ const int kRegistered = [] {
                                          fp4_stream_case(s, Isa::kAmx, dsv4::PageKind::kHuge, threads, m, k);
                                        })
               ->UseRealTime();
+  // The model's dense shapes (and the 1 MiB slices linear_jobs hands a thread) streamed through AMX.
+  if (dsv4::kernels::isa_supported(Isa::kAmx)) {
+    struct DenseShape {
+      bool fp8;
+      int64_t rows, cols;
+    };
+    constexpr DenseShape kShapes[] = {
+        {true, 256, 4096},   {true, 512, 4096},  {true, 1024, 4096},  {true, 2048, 4096}, {true, 4096, 2048},
+        {true, 32768, 1024}, {true, 4096, 8192}, {false, 128, 4096}, {false, 256, 4096}, {false, 1024, 4096},
+        {false, 8192, 4096}};
+    for (const DenseShape& d : kShapes)
+      for (int threads : {1, 2})
+        for (int64_t m : {1, 8})
+          benchmark::RegisterBenchmark((std::string(d.fp8 ? "fp8" : "bf16") + "_shape_stream/amx/threads=" +
+                                        std::to_string(threads) + "/m=" + std::to_string(m) + "/" +
+                                        std::to_string(d.rows) + "x" + std::to_string(d.cols))
+                                           .c_str(),
+                                       [=](benchmark::State& s) {
+                                         dense_shape_stream_case(s, d.fp8, d.rows, d.cols, threads, m);
+                                       });
+  }
   // DRAM-streamed dense projections on the vector tiles and on AMX (every m), the per-role choice of
   // linear.cc: FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows).
   for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {

@@ -523,6 +523,15 @@ TEST(KernelQuantMatmul, RealExpertShapeFp4AndAttentionShapeFp8) {
   Fp8Case a = make_fp8(rng, 1024, 4096, 0);  // wq_a
   check_shape(a.w, 1, x4.data(), fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(a.w, r, i); }, pool,
               "fp8 wq_a");
+  // Rows shorter than a page (wq_b's 1 KiB, the shared w2's 2 KiB): AMX prefetches the next block page by
+  // page there; 1 and 3 tokens, several blocks per thread.
+  for (int64_t k : {1024, 2048}) {
+    Fp8Case b = make_fp8(rng, 160, k, 0);
+    const std::vector<float> xb = make_x(rng, 3, k, 0);
+    for (int64_t m : {1, 3})
+      check_shape(b.w, m, xb.data(), fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(b.w, r, i); }, pool,
+                  "fp8 short rows k=" + std::to_string(k) + " m=" + std::to_string(m));
+  }
 }
 
 // Every valid E4M3 code and every E2M1 nibble (in both nibble positions, at every lane of a vector),

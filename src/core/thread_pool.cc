@@ -13,6 +13,7 @@
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -108,6 +109,9 @@ ThreadPool::ThreadPool(int n_threads, std::vector<std::vector<int>> thread_cpus)
     workers_.emplace_back([this] { worker_loop(); });
     const auto& cpus = thread_cpus.empty() ? caller_cpus_ : thread_cpus[static_cast<size_t>(i)];
     if (!thread_cpus.empty() && !cpus.empty() && !pin_thread(workers_.back(), cpus)) ++pin_failures_;
+#if defined(__linux__)
+    if (clockid_t c; pthread_getcpuclockid(workers_.back().native_handle(), &c) == 0) worker_clocks_.push_back(c);
+#endif
   }
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -30,6 +31,11 @@ class ThreadPool {
   int n_threads() const { return n_threads_; }
   // Workers the OS refused to pin (the caller's pin is not counted: it happens on its first call).
   int pin_failures() const { return pin_failures_; }
+  // The worker threads' CPU-time clocks (pthread_getcpuclockid; the calling thread's own is
+  // CLOCK_THREAD_CPUTIME_ID), for a profiler that sums the CPU time a job took over the pool (read by
+  // another thread, such a clock includes a running worker's time up to the read, which the process
+  // clock CLOCK_PROCESS_CPUTIME_ID does not promise). A worker whose clock the OS does not give is left out.
+  const std::vector<clockid_t>& worker_cpu_clocks() const { return worker_clocks_; }
 
   // Calls fn(begin, end, slot) for every chunk of [0, n) and blocks until all are done. Chunk
   // boundaries are multiples of `grain` (except the end of the range); see chunk_grains(). `slot` in
@@ -74,6 +80,7 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
+  std::vector<clockid_t> worker_clocks_;
   std::vector<int> caller_cpus_;  // empty: the caller is not pinned
   uint64_t id_ = 0;               // unique per pool: which pool a caller thread was last pinned for
   int pin_failures_ = 0;

@@ -2,15 +2,19 @@
 // checkpoint — each matmul phase, and the mHC mixes for their fn, charges exactly the weight bytes the
 // checkpoint holds for its tensors (summed from the safetensors table, an independent count), the scopes
 // fire once per layer, the phases'
-// exclusive times add up to the profiled wall time, and profiling changes no logit bit.
+// exclusive times add up to the profiled wall time, and profiling changes no logit bit. CPU time: a phase is
+// charged CPU time its threads provably spent in it (spun on their own CPU clocks), the pool workers' too.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstring>
 #include <set>
 #include <string>
 
 #include "golden_case.h"
+#include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/deepseek_v4/dispatch_profile.h"
 #include "model/model.h"
@@ -23,6 +27,20 @@ using v4::DispatchProfile;
 using v4::Phase;
 
 std::filesystem::path checkpoint() { return shared_dir() / "golden/tiny/checkpoint"; }
+
+int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Burns `ns` of this thread's CPU time (not wall time: a preempted thread spins longer), so a profile
+// must charge at least that much CPU time to the phase it ran in, however loaded the machine is.
+void spin_cpu(int64_t ns) {
+  const int64_t end = thread_cpu_ns() + ns;
+  while (thread_cpu_ns() < end) {
+  }
+}
 
 // Bytes of every tensor whose name starts with `prefix` and contains one of `parts` (weights and scales).
 int64_t tensor_bytes(const Checkpoint& ck, const std::string& prefix, std::initializer_list<const char*> parts) {
@@ -69,7 +87,10 @@ TEST(DispatchProfile, DecodeStepChargesEachRoleTheCheckpointsBytes) {
     ForwardTrace trace;
     std::vector<float> traced, profiled;
     ASSERT_TRUE(m->forward({&tok, 1}, st, &traced, nullptr, &trace).is_ok());
-    DispatchProfile prof;
+    const ThreadPool* pool = m->context().exec.pool;
+    ASSERT_NE(pool, nullptr);
+    DispatchProfile prof(pool->worker_cpu_clocks());
+    EXPECT_EQ(prof.n_clocks(), threads);
     const auto t0 = std::chrono::steady_clock::now();
     {
       const DispatchProfile::Install on(&prof);
@@ -120,7 +141,20 @@ TEST(DispatchProfile, DecodeStepChargesEachRoleTheCheckpointsBytes) {
     // Exclusive times: they add up to the installed span, which the outer clock reads brackets.
     EXPECT_GT(prof.total_ns(), 0);
     EXPECT_LE(prof.total_ns(), wall);
-    for (int p = 0; p < static_cast<int>(Phase::kCount); ++p) EXPECT_GE(prof.totals(static_cast<Phase>(p)).ns, 0);
+    int64_t calls = 0, cpu = 0;
+    for (int p = 0; p < static_cast<int>(Phase::kCount); ++p) {
+      const auto& t = prof.totals(static_cast<Phase>(p));
+      EXPECT_GE(t.ns, 0);
+      EXPECT_GE(t.cpu_ns, 0);
+      calls += t.calls;
+      cpu += t.cpu_ns;
+    }
+    EXPECT_EQ(prof.total_cpu_ns(), cpu);
+    EXPECT_GT(cpu, 0);
+    // The clocks are read at the install, at every scope's entry and exit, and at the uninstall.
+    EXPECT_EQ(prof.boundaries(), 2 + 2 * calls);
+    EXPECT_GE(prof.clock_read_ns(), 0);
+    EXPECT_LE(prof.clock_read_ns(), prof.total_ns());
   }
 }
 
@@ -138,12 +172,19 @@ TEST(DispatchProfile, NestedScopesChargeExclusiveTime) {
     {
       const DispatchProfile::Scope inner(DispatchProfile::matmul_phase(), 1234);
       spin(2'000'000);
+      spin_cpu(2'000'000);
     }
     spin(1'000'000);
+    spin_cpu(1'000'000);
   }
   // Lower bounds only (a spin lasts at least its span); the inner 2 ms is not in the outer phase's total.
   EXPECT_GE(prof.totals(Phase::kAttnLinear).ns, 2'000'000);
   EXPECT_GE(prof.totals(Phase::kAttnCore).ns, 1'000'000);
+  // CPU time likewise, from the installing thread's own clock: the inner scope's 2 ms are not the outer's.
+  EXPECT_GE(prof.totals(Phase::kAttnLinear).cpu_ns, 2'000'000);
+  EXPECT_GE(prof.totals(Phase::kAttnCore).cpu_ns, 1'000'000);
+  EXPECT_EQ(prof.total_cpu_ns(), prof.totals(Phase::kAttnLinear).cpu_ns + prof.totals(Phase::kAttnCore).cpu_ns +
+                                     prof.totals(Phase::kOther).cpu_ns);
   EXPECT_EQ(prof.totals(Phase::kAttnLinear).bytes, 1234);
   EXPECT_EQ(prof.totals(Phase::kAttnLinear).calls, 1);
   EXPECT_EQ(prof.total_ns(), prof.totals(Phase::kAttnLinear).ns + prof.totals(Phase::kAttnCore).ns +
@@ -155,6 +196,52 @@ TEST(DispatchProfile, NestedScopesChargeExclusiveTime) {
   { const DispatchProfile::Scope s(Phase::kMhc, 99); }
   EXPECT_EQ(idle.total_ns(), 0);
   EXPECT_EQ(prof.totals(Phase::kMhc).calls, 0);
+}
+
+// A pool worker's CPU time is charged to the phase its chunk ran in: the worker spins 20 ms of its own CPU
+// time while the calling thread sleeps, so only the worker's clock can account for it (the caller's own
+// clock sees microseconds). reset() keeps the clocks.
+TEST(DispatchProfile, ChargesPoolWorkersCpuTime) {
+  ThreadPool pool(2);
+  if (pool.worker_cpu_clocks().empty()) GTEST_SKIP() << "no per-thread CPU clocks on this platform";
+  constexpr int64_t kWorkerNs = 20'000'000;
+  // Chunk 0 is the caller's (thread_pool.h), and while it sleeps in it only the worker can claim chunk 1.
+  const auto run_job = [&] {
+    std::atomic<uint32_t> done{0};
+    const DispatchProfile::Scope s(Phase::kMoeExperts);
+    pool.parallel_for(2, 1, [&](int64_t b, int64_t, int) {
+      if (b == 0) {
+        done.wait(0);
+      } else {
+        spin_cpu(kWorkerNs);
+        done.store(1);
+        done.notify_all();
+      }
+    });
+  };
+  DispatchProfile prof(pool.worker_cpu_clocks());
+  EXPECT_EQ(prof.n_clocks(), 2);
+  {
+    const DispatchProfile::Install on(&prof);
+    run_job();
+  }
+  EXPECT_GE(prof.totals(Phase::kMoeExperts).cpu_ns, kWorkerNs);
+  prof.reset();
+  EXPECT_EQ(prof.total_cpu_ns(), 0);
+  EXPECT_EQ(prof.n_clocks(), 2);
+  {
+    const DispatchProfile::Install on(&prof);
+    run_job();
+  }
+  EXPECT_GE(prof.totals(Phase::kMoeExperts).cpu_ns, kWorkerNs);
+  // The same job profiled with the caller's clock only: the worker's 20 ms are not seen.
+  DispatchProfile caller_only;
+  EXPECT_EQ(caller_only.n_clocks(), 1);
+  {
+    const DispatchProfile::Install on(&caller_only);
+    run_job();
+  }
+  EXPECT_LT(caller_only.totals(Phase::kMoeExperts).cpu_ns, kWorkerNs);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // unit: `dsv4 bench` end to end at tiny sizes — the JSON report has every section, its byte counts follow
 // the spec §3 layouts, its rates are positive, and --model counts a checkpoint's per-token weight bytes
-// (routed experts at n_activated / n_routed) as computed here independently from the tensor list.
+// (routed experts at n_activated / n_routed) as computed here independently from the tensor list. The
+// decode rows' per-phase table carries each phase's CPU time beside its wall time, consistently in every
+// column; --model-only runs the probes and the model section and nothing else.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,46 @@
 namespace dsv4 {
 namespace {
 
+// One decode row's per-phase table (bench_model.cc profile_report): the CPU columns agree with each other
+// and with the wall ones, the phases sum to the '= matmuls' / '= outside' lines, and the profile read one
+// CPU clock per model thread.
+void check_phase_table(const nlohmann::json& row, int64_t threads, double probe_cpu_gbps) {
+  const auto& ph = row["phases"];
+  double cpu = 0, mm_cpu = 0, wall = 0;
+  for (const char* name : {"other", "attn_linear", "attn_core", "mhc", "moe_gate", "moe_route", "moe_experts", "head_linear",
+                           "head_mix"}) {
+    ASSERT_TRUE(ph.contains(name)) << name;
+    const auto& p = ph[name];
+    const double ms = p["ms_per_token"], cpu_ms = p["cpu_ms_per_token"];
+    EXPECT_GE(cpu_ms, 0.0) << name;
+    const double busy = ms > 0 ? cpu_ms / ms : 0.0;
+    EXPECT_NEAR(p["cpu_over_wall"].get<double>(), busy, 1e-9 * (1 + busy)) << name;
+    cpu += cpu_ms;
+    wall += ms;
+    const bool matmul = std::string(name) == "attn_linear" || std::string(name) == "moe_gate" ||
+                        std::string(name) == "moe_experts" || std::string(name) == "head_linear";
+    if (matmul) {
+      mm_cpu += cpu_ms;
+      // Bytes per CPU-second: the phase's bytes per token over its CPU time per token, against the probe's.
+      const double want = cpu_ms > 0 ? p["bytes_per_token"].get<double>() / (cpu_ms * 1e6) : 0.0;
+      EXPECT_NEAR(p["gb_per_cpu_s"].get<double>(), want, 1e-9 * want) << name;
+      EXPECT_NEAR(p["ratio_to_probe_cpu"].get<double>(), want / probe_cpu_gbps, 1e-9 * want / probe_cpu_gbps) << name;
+    }
+  }
+  EXPECT_GT(cpu, 0.0);
+  EXPECT_NEAR(ph["weight_matmuls"]["cpu_ms_per_token"].get<double>(), mm_cpu, 1e-9 * cpu);
+  EXPECT_NEAR(ph["outside_matmuls"]["cpu_ms_per_token"].get<double>(), cpu - mm_cpu, 1e-9 * cpu);
+  double share = 0;
+  for (const auto& [name, p] : ph.items())
+    if (name != "weight_matmuls" && name != "outside_matmuls") share += p["cpu_share"].get<double>();
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  const auto& prof = row["phase_profile"];
+  EXPECT_EQ(prof["clocks"].get<int64_t>(), threads);
+  EXPECT_GT(prof["boundaries_per_token"].get<double>(), 0.0);
+  EXPECT_GE(prof["clock_read_ms_per_token"].get<double>(), 0.0);
+  EXPECT_LE(prof["clock_read_ms_per_token"].get<double>(), wall);
+}
+
 TEST(KernelBenchCli, JsonReportAtTinySizes) {
   const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
   const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 1 --probe-mb 8" +
@@ -24,6 +66,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
                                    " --decode-steps 2 --weights copy --model " + ckpt_dir.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
+  EXPECT_FALSE(j["model_only"].get<bool>());
   // The probe on both page kinds; the machine's limit is the higher of each figure.
   const auto& probe = j["read_probe"];
   for (const char* kind : {"4k", "huge"}) {
@@ -227,7 +270,45 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     EXPECT_GT(row["cpu_seconds"].get<double>(), 0.0);
     EXPECT_NEAR(row["tokens_per_cpu_s"].get<double>(),
                 b * static_cast<double>(row["steps"].get<int64_t>()) / row["cpu_seconds"].get<double>(), 1e-6 * row["tokens_per_cpu_s"].get<double>());
+    check_phase_table(row, 1, j["read_probe_before_model"]["best_cpu_gbps"].get<double>());
   }
+}
+
+// --model-only: the probes (their figures are the model rows' denominators) and the model section, no
+// kernel or attention rows; in text, the per-phase table's CPU columns stand beside the wall ones. Two
+// threads, so the profile sums a pool worker's clock with the caller's.
+TEST(KernelBenchCli, ModelOnlySkipsKernelSections) {
+  const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
+  const std::string cmd = test::cli_path().string() + " bench --model-only --threads 2 --probe-mb 8 --min-time 0.01" +
+                          " --prefill-tokens 4 --decode-prompt 3 --decode-steps 2 --batches 1,2 --weights copy --model " +
+                          ckpt_dir.string();
+  auto r = test::run_command(cmd + " --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_TRUE(j["model_only"].get<bool>());
+  for (const char* skipped : {"decode_gemv", "decode_gemv_pages", "decode_moe_layer", "prefill_gemm", "attention"})
+    EXPECT_FALSE(j.contains(skipped)) << skipped;
+  EXPECT_GT(j["read_probe"]["best_gbps"].get<double>(), 0.0);
+  EXPECT_TRUE(j["compute_probe"].contains("fma_f32_zmm"));
+  const double probe_cpu = j["read_probe_before_model"]["best_cpu_gbps"];
+  EXPECT_GT(probe_cpu, 0.0);
+  const auto& decode = j["model_run"]["decode"];
+  ASSERT_EQ(decode.size(), 2u);
+  const int64_t threads = j["threads"];
+  EXPECT_EQ(j["model_run"]["threads"].get<int64_t>(), threads);
+  for (const auto& row : decode) check_phase_table(row, threads, probe_cpu);
+
+  r = test::run_command(cmd + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("read probe: machine limit"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("decode GEMV"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("prefill GEMM"), std::string::npos) << r.output;
+  // The header of each decode row's phase table, wall and CPU columns side by side, and its rows.
+  size_t tables = 0;
+  for (size_t at = 0; (at = r.output.find("ms/token cpu ms/tok cpu/wall", at)) != std::string::npos; ++at) ++tables;
+  EXPECT_EQ(tables, 2u) << r.output;
+  EXPECT_NE(r.output.find("of probe/cpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("moe_experts"), std::string::npos) << r.output;
 }
 
 TEST(KernelBenchCli, RejectsBadFlags) {
@@ -243,6 +324,9 @@ TEST(KernelBenchCli, RejectsBadFlags) {
   r = test::run_command(test::cli_path().string() + " bench --batches 1,0 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_batches"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --model-only --probe-mb 1 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.model_only_needs_model"), std::string::npos) << r.output;
   r = test::run_command(test::cli_path().string() + " bench --model /nonexistent/dir --probe-mb 1 2>&1");
   EXPECT_NE(r.exit_code, 0);
 }

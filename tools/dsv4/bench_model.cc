@@ -23,10 +23,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bench_util.h"
 #include "io/model_config.h"
 #include "core/host_memory.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "io/safetensors.h"
 #include "model/cost_model.h"
@@ -162,33 +164,46 @@ Status prefill_all(const Model& m, const std::vector<std::vector<int32_t>>& prom
   return m.forward(batch, states, nullptr);
 }
 
-// Where the timed steps' wall time went (model/deepseek_v4/dispatch_profile.h): per phase the time per
-// token and its share, and for the weight matmul phases the bytes per token and the GB/s each achieved
-// over its own dispatches' wall — the kernels in the model, to set against the decode GEMV rows above;
-// the other phases are the serial work between dispatches.
-nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, double probe_gbps, bool quiet) {
+// Where the timed steps' time went (model/deepseek_v4/dispatch_profile.h): per phase the wall time per
+// token and its share, the CPU time of the model's threads in it (caller + pool workers, spin-waits
+// included) and cpu / wall, and for the weight matmul phases the bytes per token, the GB/s each achieved
+// over its own dispatches' wall and its bytes per CPU-second against the probe's — the kernels in the
+// model, to set against the decode GEMV rows above; the other phases are the serial work between
+// dispatches. The CPU figures are the ones to A/B on a shared machine: time other processes take from
+// the threads lengthens the wall figures, not these (memory-bandwidth contention still moves both).
+nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, double probe_gbps, double probe_cpu_gbps,
+                              bool quiet) {
   nlohmann::json j = nlohmann::json::object();
-  const double total = static_cast<double>(prof.total_ns());
-  double mm_ns = 0, mm_bytes = 0;
+  const double total = static_cast<double>(prof.total_ns()), total_cpu = static_cast<double>(prof.total_cpu_ns());
+  double mm_ns = 0, mm_cpu = 0, mm_bytes = 0;
   if (!quiet)
-    std::printf("    %-12s %9s %7s %10s %8s %9s %8s\n", "phase", "ms/token", "share", "MB/token", "GB/s", "of probe",
-                "calls/tok");
-  const auto line = [&](const char* name, double ns, double bytes, double calls, bool matmul) {
-    const double gbps = ns > 0 ? bytes / ns : 0.0;
-    nlohmann::json r = {{"ms_per_token", ns / 1e6 / tokens}, {"share", total > 0 ? ns / total : 0.0},
+    std::printf("    %-12s %9s %10s %8s %7s %10s %8s %9s %13s %9s\n", "phase", "ms/token", "cpu ms/tok", "cpu/wall",
+                "share", "MB/token", "GB/s", "of probe", "of probe/cpu", "calls/tok");
+  const auto line = [&](const char* name, double ns, double cpu_ns, double bytes, double calls, bool matmul) {
+    const double gbps = ns > 0 ? bytes / ns : 0.0, cpu_gbps = cpu_ns > 0 ? bytes / cpu_ns : 0.0;
+    const double busy = ns > 0 ? cpu_ns / ns : 0.0;
+    nlohmann::json r = {{"ms_per_token", ns / 1e6 / tokens},
+                        {"share", total > 0 ? ns / total : 0.0},
+                        {"cpu_ms_per_token", cpu_ns / 1e6 / tokens},
+                        {"cpu_share", total_cpu > 0 ? cpu_ns / total_cpu : 0.0},
+                        {"cpu_over_wall", busy},
                         {"calls_per_token", calls / tokens}};
     if (matmul) {
       r["bytes_per_token"] = bytes / tokens;
       r["gbps"] = gbps;
       if (probe_gbps > 0) r["ratio_to_probe"] = gbps / probe_gbps;
+      r["gb_per_cpu_s"] = cpu_gbps;
+      if (probe_cpu_gbps > 0) r["ratio_to_probe_cpu"] = cpu_gbps / probe_cpu_gbps;
     }
     if (!quiet) {
-      std::printf("    %-12s %9.3f %6.1f%%", name, ns / 1e6 / tokens, total > 0 ? 100.0 * ns / total : 0.0);
+      std::printf("    %-12s %9.3f %10.3f %8.2f %6.1f%%", name, ns / 1e6 / tokens, cpu_ns / 1e6 / tokens, busy,
+                  total > 0 ? 100.0 * ns / total : 0.0);
       if (matmul)
-        std::printf(" %10.2f %8.2f %8.1f%% %8.1f\n", bytes / tokens / 1e6, gbps, probe_gbps > 0 ? 100.0 * gbps / probe_gbps : 0.0,
-                    calls / tokens);
+        std::printf(" %10.2f %8.2f %8.1f%% %12.1f%% %9.1f\n", bytes / tokens / 1e6, gbps,
+                    probe_gbps > 0 ? 100.0 * gbps / probe_gbps : 0.0,
+                    probe_cpu_gbps > 0 ? 100.0 * cpu_gbps / probe_cpu_gbps : 0.0, calls / tokens);
       else
-        std::printf(" %10s %8s %9s %8.1f\n", "", "", "", calls / tokens);
+        std::printf(" %10s %8s %9s %13s %9.1f\n", "", "", "", "", calls / tokens);
     }
     return r;
   };
@@ -196,14 +211,27 @@ nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, do
     const auto ph = static_cast<v4::Phase>(i);
     const v4::PhaseTotals& t = prof.totals(ph);
     const bool mm = v4::phase_is_matmul(ph);
-    if (mm) mm_ns += static_cast<double>(t.ns), mm_bytes += static_cast<double>(t.bytes);
+    if (mm) mm_ns += static_cast<double>(t.ns), mm_cpu += static_cast<double>(t.cpu_ns), mm_bytes += static_cast<double>(t.bytes);
     // A phase outside the matmuls that books weight bytes (the mHC mixes' fn) shows its GB/s too.
-    j[v4::phase_name(ph)] = line(v4::phase_name(ph), static_cast<double>(t.ns), static_cast<double>(t.bytes),
-                                 static_cast<double>(t.calls), mm || t.bytes > 0);
+    j[v4::phase_name(ph)] = line(v4::phase_name(ph), static_cast<double>(t.ns), static_cast<double>(t.cpu_ns),
+                                 static_cast<double>(t.bytes), static_cast<double>(t.calls), mm || t.bytes > 0);
   }
-  j["weight_matmuls"] = line("= matmuls", mm_ns, mm_bytes, 0, true);
-  j["outside_matmuls"] = line("= outside", total - mm_ns, 0, 0, false);
+  j["weight_matmuls"] = line("= matmuls", mm_ns, mm_cpu, mm_bytes, 0, true);
+  j["outside_matmuls"] = line("= outside", total - mm_ns, total_cpu - mm_cpu, 0, 0, false);
   return j;
+}
+
+// What the profile itself cost and what its CPU column sums: the clocks read at each scope boundary
+// (the caller's and one per pool worker) and the wall time those reads took, per token.
+nlohmann::json profile_cost(const v4::DispatchProfile& prof, double tokens, bool quiet) {
+  const double read_ms = static_cast<double>(prof.clock_read_ns()) / 1e6 / tokens;
+  const double per_boundary_us = prof.boundaries() > 0 ? static_cast<double>(prof.clock_read_ns()) / 1e3 / static_cast<double>(prof.boundaries()) : 0.0;
+  if (!quiet)
+    std::printf("    (profile: %d clocks read at %.0f boundaries per token, %.3f ms per token, %.2f us each, inside these times)\n",
+                prof.n_clocks(), static_cast<double>(prof.boundaries()) / tokens, read_ms, per_boundary_us);
+  return {{"clocks", prof.n_clocks()},
+          {"boundaries_per_token", static_cast<double>(prof.boundaries()) / tokens},
+          {"clock_read_ms_per_token", read_ms}};
 }
 
 }  // namespace
@@ -284,6 +312,13 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
   nlohmann::json rows = nlohmann::json::array();
   double tps1 = 0, step_bytes1 = 0;
   if (!opt.quiet)
+    std::printf("Each decode row's phase table: 'cpu ms/tok' is the CPU time of the caller and the pool's %d worker(s) while the\n"
+                "phase ran (per-thread clocks), spin-waits included: a worker polls ~50 us for the next job before it\n"
+                "sleeps, so a serial phase can show a spinning worker beside the caller; cpu/wall near %d: every thread\n"
+                "on a core (computing or spinning), near 1: the caller alone. Time other processes take from these\n"
+                "threads stretches the wall columns, not the CPU ones: A/B the CPU columns on a shared machine.\n",
+                model->threads() - 1, model->threads());
+  if (!opt.quiet)
     std::printf("model decode (%lld steps after a %lld-token prompt per sequence; 'of probe': wall GB/s over the probe's,\n"
                 "  'of probe/cpu': GB per CPU-second over the probe's %.2f GB per CPU-second, the figure a shared\n"
                 "  machine's load moves least):\n  %6s %10s %10s %12s %12s %8s %9s %9s %13s %9s %8s %8s\n",
@@ -300,8 +335,10 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
     DSV4_RETURN_IF_ERROR(prefill_all(*model, prompts, b, states));
     std::vector<BatchToken> batch(static_cast<size_t>(b));
     std::vector<float> logits;
-    v4::DispatchProfile prof;
-    const v4::DispatchProfile::Install profiled(&prof);  // two clock reads per dispatch and phase
+    // The caller's and the pool workers' CPU clocks: one read each per scope boundary, beside the wall clock.
+    const ThreadPool* pool = model->context().exec.pool;
+    v4::DispatchProfile prof(pool ? pool->worker_cpu_clocks() : std::vector<clockid_t>{});
+    const v4::DispatchProfile::Install profiled(&prof);
     const auto t0 = Clock::now();
     const double c0 = process_cpu_seconds();
     for (int64_t t = 0; t < opt.decode_steps; ++t) {
@@ -395,8 +432,10 @@ Result<nlohmann::json> bench_model(const std::filesystem::path& dir, const Model
                   "", flops / sec / 1e9, flops / 1e9 / static_cast<double>(opt.decode_steps), 100.0 * min_wall / sec,
                   100.0 * min_cpu / cpu_sec);
     if (!opt.quiet)
-      std::printf("  %6s where the wall time went (the caller's view; GB/s: each phase's weight bytes over its own wall):\n", "");
-    row["phases"] = profile_report(prof, tokens, opt.probe_gbps, opt.quiet);
+      std::printf("  %6s where the time went (the caller's view; GB/s: each phase's weight bytes over its own wall, of\n"
+                  "  %6s probe/cpu: its bytes per CPU-second over the probe's):\n", "", "");
+    row["phases"] = profile_report(prof, tokens, opt.probe_gbps, opt.probe_cpu_gbps, opt.quiet);
+    row["phase_profile"] = profile_cost(prof, tokens, opt.quiet);
     rows.push_back(row);
   }
   j["decode"] = rows;

@@ -44,7 +44,7 @@ using bench::time_per_call;
 constexpr int64_t kMiB = 1024 * 1024;
 
 constexpr const char* kUsage =
-    "usage: dsv4 bench [--model DIR] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "usage: dsv4 bench [--model DIR [--model-only]] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"
@@ -75,7 +75,13 @@ constexpr const char* kUsage =
     "  attention, MoE gate, MoE expert and head matmul dispatches; attention core, mHC, routing, head mix, the\n"
     "  rest) its ms per token and share, and for the matmuls their weight MB per token and the GB/s and\n"
     "  fraction of the probe each achieved over its own dispatches: the kernels in the model against the\n"
-    "  decode GEMV rows, and the serial time between dispatches ('= outside').\n"
+    "  decode GEMV rows, and the serial time between dispatches ('= outside'). Beside each wall figure, the CPU\n"
+    "  time of the model's threads in the phase (the caller's and every pool worker's clock; spin-waits count:\n"
+    "  a worker polls ~50 us for the next job before it sleeps) and cpu/wall, and for the matmuls their bytes\n"
+    "  per CPU-second over the probe's: the figures to A/B on a shared machine, where another process's load\n"
+    "  stretches wall time but not CPU time.\n"
+    "  --model-only: only the probes (read bandwidth and compute peaks: the ratios need them) and the model\n"
+    "  section; no GEMV, MoE layer, prefill GEMM or attention rows.\n"
     "  --amx-dense-tokens / --amx-routed-tokens: the model's AMX routing (kernels::AmxRouting): the fewest rows\n"
     "  a dense projection (attention, indexer, compressor, gate, shared expert, head) / a routed expert's call\n"
     "  runs on AMX with; defaults 1 / 16.\n"
@@ -268,11 +274,162 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo,
   return out;
 }
 
+// 2-4. The quantized weight kernels at V4-Flash shapes: decode GEMV streamed from DRAM, one MoE layer at
+// decode, prefill GEMM (cache-resident), each against the probe (and the compute peaks).
+void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* pool, const kernels::AmxRouting& amx,
+                          const ProbeLimit& probe, const bench::ComputePeaks& peaks, bool json, nlohmann::json& report) {
+  if (!json) {
+    std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set on huge pages):\n",
+                static_cast<long long>(ws_mb));
+    std::printf("  %-28s %-24s %12s %9s %8s %9s\n", "tensor", "kernel", "shape", "us/call", "GB/s", "of probe");
+  }
+
+  // 2. Decode GEMV: cycle through enough distinct copies of each matrix that the set exceeds the cache.
+  nlohmann::json gemv = nlohmann::json::array();
+  std::optional<uint64_t> gemv_anon_huge;
+  for (const Shape& s : kShapes) {
+    const int64_t bytes = matrix_bytes(s);
+    const int64_t copies = std::max<int64_t>(1, (ws_mb * kMiB + bytes - 1) / bytes);
+    std::vector<Weights> ws;
+    ws.reserve(static_cast<size_t>(copies));
+    for (int64_t c = 0; c < copies; ++c) ws.push_back(make_weights(s, 1000 + static_cast<uint64_t>(c)));
+    if (const HugePageUsage u = process_huge_pages(); u.known)
+      gemv_anon_huge = std::max(gemv_anon_huge.value_or(0), u.anon_huge_bytes);
+    const std::vector<float> x = make_activations(1, s.n_cols, 7);
+    std::vector<float> out(static_cast<size_t>(s.n_rows));
+    const int64_t amx_min = amx.min_tokens(role_of(s.kind));
+    const kernels::MatmulOptions opt{true, used, pool, amx_min};
+    const double sec = time_per_call(min_time, copies, [&](int64_t i) {
+      run_gemm(s, ws[static_cast<size_t>(i % copies)], x.data(), 1, out.data(), opt);
+    });
+    const double gbps = static_cast<double>(bytes) / sec / 1e9;
+    const std::string kernel =
+        kernel_family(s.kind) + std::string(kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols, amx_min))) + "/m=1";
+    const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
+    gemv.push_back({{"tensor", s.name},
+                    {"kernel", kernel},
+                    {"n_rows", s.n_rows},
+                    {"n_cols", s.n_cols},
+                    {"weight_bytes", bytes},
+                    {"us_per_call", sec * 1e6},
+                    {"gbps", gbps},
+                    {"ratio_to_probe", gbps / probe.best_gbps}});
+    if (!json)
+      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", s.name, kernel.c_str(), shape.c_str(), sec * 1e6, gbps,
+                  100.0 * gbps / probe.best_gbps);
+  }
+  report["decode_gemv"] = gemv;
+  // What the kernel granted: the process's anonymous huge-page bytes at the largest row's copies.
+  report["decode_gemv_pages"] = {{"kind", "huge"}};
+  if (gemv_anon_huge) report["decode_gemv_pages"]["max_anon_huge_bytes"] = *gemv_anon_huge;
+  if (!json && gemv_anon_huge)
+    std::printf("  (weight copies on huge pages: up to %.0f MiB of the process on huge pages as granted)\n",
+                static_cast<double>(*gemv_anon_huge) / kMiB);
+
+  // 3. One MoE layer at decode (1 token, 6 of n routed FP4 experts + the FP8 shared expert), with enough
+  // distinct experts that they do not fit in cache; the routing changes every call.
+  {
+    const Shape w13 = kShapes[0], w2 = kShapes[1], s13 = kShapes[6], s2 = kShapes[7];
+    const int64_t expert_bytes = 2 * matrix_bytes(w13) + matrix_bytes(w2);
+    const int64_t n_experts = std::max<int64_t>(8, (ws_mb * kMiB + expert_bytes - 1) / expert_bytes);
+    std::vector<Weights> store;
+    store.reserve(static_cast<size_t>(3 * n_experts + 3));
+    std::vector<kernels::Fp4Expert> experts(static_cast<size_t>(n_experts));
+    auto fp4m = [&](const Shape& s) {
+      store.push_back(make_weights(s, 5000 + store.size()));
+      return kernels::Fp4Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
+    };
+    auto fp8m = [&](const Shape& s) {
+      store.push_back(make_weights(s, 5000 + store.size()));
+      return kernels::Fp8Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
+    };
+    for (auto& e : experts) {
+      e.w1 = fp4m(w13);
+      e.w3 = fp4m(w13);
+      e.w2 = fp4m(w2);
+    }
+    kernels::Fp8Expert shared{fp8m(s13), fp8m(s13), fp8m(s2)};
+    const int64_t shared_bytes = 2 * matrix_bytes(s13) + matrix_bytes(s2);
+    constexpr int64_t kTopK = 6;
+    const std::vector<float> x = make_activations(1, 4096, 11);
+    std::vector<float> y(4096);
+    std::vector<int32_t> ids(kTopK);
+    const std::vector<float> rw(kTopK, 0.25f);
+    kernels::MoeLayerScratch scratch;
+    const kernels::MoeLayerWeights lw{experts.data(), n_experts, &shared, 10.0f, amx.dense};
+    const kernels::MatmulOptions opt{true, used, pool, amx.routed};
+    uint64_t seed = 77;
+    const double sec = time_per_call(min_time, n_experts / kTopK + 1, [&](int64_t) {
+      for (int64_t j = 0; j < kTopK; ++j) {  // six distinct experts
+        int32_t e;
+        bool dup;
+        do {
+          e = static_cast<int32_t>(splitmix(seed) % static_cast<uint64_t>(n_experts));
+          dup = std::find(ids.begin(), ids.begin() + j, e) != ids.begin() + j;
+        } while (dup);
+        ids[static_cast<size_t>(j)] = e;
+      }
+      kernels::moe_layer(lw, x.data(), 1, ids.data(), rw.data(), kTopK, y.data(), scratch, opt);
+    });
+    const int64_t bytes = kTopK * expert_bytes + shared_bytes;
+    const double gbps = static_cast<double>(bytes) / sec / 1e9;
+    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1"},
+                                  {"n_experts_in_memory", n_experts},
+                                  {"weight_bytes_per_token", bytes},
+                                  {"us_per_call", sec * 1e6},
+                                  {"gbps", gbps},
+                                  {"ratio_to_probe", gbps / probe.best_gbps}};
+    if (!json)
+      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", "moe layer (6 routed+shared)",
+                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1").c_str(),
+                  (std::to_string(bytes / 1000000) + " MB").c_str(), sec * 1e6, gbps, 100.0 * gbps / probe.best_gbps);
+  }
+
+  // 4. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
+  if (!json) {
+    std::printf("\nprefill GEMM (one copy, cache-resident; of peak: GFLOP/s over the peak of the tile's instruction):\n"
+                "  %-28s %-24s %6s %10s %9s %8s %9s %-14s %8s\n",
+                "tensor", "kernel", "m", "ms/call", "GFLOP/s", "GB/s", "of probe", "peak insn", "of peak");
+  }
+  nlohmann::json gemm = nlohmann::json::array();
+  for (const Shape& s : {kShapes[0], kShapes[5], kShapes[8]}) {
+    const Weights w = make_weights(s, 42);
+    for (int64_t m : {1, 4, 8, 16, 64, 256}) {
+      const std::vector<float> x = make_activations(m, s.n_cols, 9);
+      std::vector<float> out(static_cast<size_t>(m * s.n_rows));
+      const int64_t amx_min = amx.min_tokens(role_of(s.kind));
+      const kernels::MatmulOptions opt{true, used, pool, amx_min};
+      const double sec =
+          time_per_call(min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
+      const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
+      const std::string kernel = std::string(kernel_family(s.kind)) +
+                                 kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols, amx_min)) + "/m=" + std::to_string(m);
+      const double gbps = static_cast<double>(matrix_bytes(s)) / sec / 1e9;
+      // make_activations fake-quantizes: bf16-exact, as the model's FP8/FP4 inputs are.
+      const auto insn = bench::gemm_insn(used, m, s.n_cols, true, amx_min);
+      const kernels::ComputePeak* peak = insn ? peaks.get(*insn) : nullptr;
+      nlohmann::json row = {{"tensor", s.name}, {"kernel", kernel},          {"m", m},
+                            {"ms_per_call", sec * 1e3}, {"gflops", gflops}, {"gbps", gbps},
+                            {"ratio_to_probe", gbps / probe.best_gbps}};
+      if (peak != nullptr) {
+        row["peak_insn"] = kernels::compute_insn_name(peak->insn);
+        row["ratio_to_compute_peak"] = gflops / peak->threads_gflops;
+      }
+      gemm.push_back(row);
+      if (!json)
+        std::printf("  %-28s %-24s %6lld %10.3f %9.1f %8.1f %8.0f%% %-14s %7.0f%%\n", s.name, kernel.c_str(),
+                    static_cast<long long>(m), sec * 1e3, gflops, gbps, 100.0 * gbps / probe.best_gbps,
+                    peak ? kernels::compute_insn_name(peak->insn) : "-", peak ? 100.0 * gflops / peak->threads_gflops : 0.0);
+    }
+  }
+  report["prefill_gemm"] = gemm;
+}
+
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
                              "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa",
                              "--amx-dense-tokens", "--amx-routed-tokens"},
-                            {"--json", "--help"});
+                            {"--json", "--help", "--model-only"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
     return report_error("bench", parsed.status());
@@ -314,6 +471,9 @@ int cmd_bench(int argc, char** argv) {
       return report_error("bench", st);
   }
   const bool json = args.has("--json");
+  const bool model_only = args.has("--model-only");
+  if (model_only && !args.get("--model"))
+    return report_error("bench", invalid_argument("bench.model_only_needs_model", "--model-only needs --model DIR"));
   auto contexts = parse_int_list(args.get_or("--contexts", "1024,4096,16384,65536"), 1, int64_t{1} << 22);
   if (!contexts.is_ok())
     return report_error("bench", invalid_argument("bench.bad_contexts", "--contexts wants N,N,... in [1, 4194304]"));
@@ -365,6 +525,7 @@ int cmd_bench(int argc, char** argv) {
   if (pool.pin_failures() > 0) report["numa"]["pin_failures"] = pool.pin_failures();
   report["isa"] = kernels::isa_name(used);
   report["llc_bytes"] = llc;
+  report["model_only"] = model_only;
 
   // 1. Read bandwidth, on 4 KiB pages and on huge pages; the machine's limit is the higher of each figure.
   if (!json)
@@ -416,155 +577,13 @@ int cmd_bench(int argc, char** argv) {
                   per_token / 1e9, model_bytes->routed / 1e9, model_bytes->mtp / 1e9, probe.best_gbps * 1e9 / per_token);
   }
 
-  if (!json) {
-    std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set on huge pages):\n",
-                static_cast<long long>(*ws_mb));
-    std::printf("  %-28s %-24s %12s %9s %8s %9s\n", "tensor", "kernel", "shape", "us/call", "GB/s", "of probe");
+  // 2-5. The weight kernels and attention at V4-Flash shapes, unless --model-only.
+  if (!model_only) {
+    bench_weight_kernels(*ws_mb, *min_time, used, &pool, amx, probe, peaks, json, report);
+    // The model's CSA shapes (V4-Flash's without --model).
+    const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
+    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
   }
-
-  // 2. Decode GEMV: cycle through enough distinct copies of each matrix that the set exceeds the cache.
-  nlohmann::json gemv = nlohmann::json::array();
-  std::optional<uint64_t> gemv_anon_huge;
-  for (const Shape& s : kShapes) {
-    const int64_t bytes = matrix_bytes(s);
-    const int64_t copies = std::max<int64_t>(1, (*ws_mb * kMiB + bytes - 1) / bytes);
-    std::vector<Weights> ws;
-    ws.reserve(static_cast<size_t>(copies));
-    for (int64_t c = 0; c < copies; ++c) ws.push_back(make_weights(s, 1000 + static_cast<uint64_t>(c)));
-    if (const HugePageUsage u = process_huge_pages(); u.known)
-      gemv_anon_huge = std::max(gemv_anon_huge.value_or(0), u.anon_huge_bytes);
-    const std::vector<float> x = make_activations(1, s.n_cols, 7);
-    std::vector<float> out(static_cast<size_t>(s.n_rows));
-    const int64_t amx_min = amx.min_tokens(role_of(s.kind));
-    const kernels::MatmulOptions opt{true, used, &pool, amx_min};
-    const double sec = time_per_call(*min_time, copies, [&](int64_t i) {
-      run_gemm(s, ws[static_cast<size_t>(i % copies)], x.data(), 1, out.data(), opt);
-    });
-    const double gbps = static_cast<double>(bytes) / sec / 1e9;
-    const std::string kernel =
-        kernel_family(s.kind) + std::string(kernels::isa_name(kernels::gemm_path_isa(used, 1, s.n_cols, amx_min))) + "/m=1";
-    const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
-    gemv.push_back({{"tensor", s.name},
-                    {"kernel", kernel},
-                    {"n_rows", s.n_rows},
-                    {"n_cols", s.n_cols},
-                    {"weight_bytes", bytes},
-                    {"us_per_call", sec * 1e6},
-                    {"gbps", gbps},
-                    {"ratio_to_probe", gbps / probe.best_gbps}});
-    if (!json)
-      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", s.name, kernel.c_str(), shape.c_str(), sec * 1e6, gbps,
-                  100.0 * gbps / probe.best_gbps);
-  }
-  report["decode_gemv"] = gemv;
-  // What the kernel granted: the process's anonymous huge-page bytes at the largest row's copies.
-  report["decode_gemv_pages"] = {{"kind", "huge"}};
-  if (gemv_anon_huge) report["decode_gemv_pages"]["max_anon_huge_bytes"] = *gemv_anon_huge;
-  if (!json && gemv_anon_huge)
-    std::printf("  (weight copies on huge pages: up to %.0f MiB of the process on huge pages as granted)\n",
-                static_cast<double>(*gemv_anon_huge) / kMiB);
-
-  // 3. One MoE layer at decode (1 token, 6 of n routed FP4 experts + the FP8 shared expert), with enough
-  // distinct experts that they do not fit in cache; the routing changes every call.
-  {
-    const Shape w13 = kShapes[0], w2 = kShapes[1], s13 = kShapes[6], s2 = kShapes[7];
-    const int64_t expert_bytes = 2 * matrix_bytes(w13) + matrix_bytes(w2);
-    const int64_t n_experts = std::max<int64_t>(8, (*ws_mb * kMiB + expert_bytes - 1) / expert_bytes);
-    std::vector<Weights> store;
-    store.reserve(static_cast<size_t>(3 * n_experts + 3));
-    std::vector<kernels::Fp4Expert> experts(static_cast<size_t>(n_experts));
-    auto fp4m = [&](const Shape& s) {
-      store.push_back(make_weights(s, 5000 + store.size()));
-      return kernels::Fp4Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
-    };
-    auto fp8m = [&](const Shape& s) {
-      store.push_back(make_weights(s, 5000 + store.size()));
-      return kernels::Fp8Matrix{store.back().codes.data(), store.back().scales.data(), s.n_rows, s.n_cols};
-    };
-    for (auto& e : experts) {
-      e.w1 = fp4m(w13);
-      e.w3 = fp4m(w13);
-      e.w2 = fp4m(w2);
-    }
-    kernels::Fp8Expert shared{fp8m(s13), fp8m(s13), fp8m(s2)};
-    const int64_t shared_bytes = 2 * matrix_bytes(s13) + matrix_bytes(s2);
-    constexpr int64_t kTopK = 6;
-    const std::vector<float> x = make_activations(1, 4096, 11);
-    std::vector<float> y(4096);
-    std::vector<int32_t> ids(kTopK);
-    const std::vector<float> rw(kTopK, 0.25f);
-    kernels::MoeLayerScratch scratch;
-    const kernels::MoeLayerWeights lw{experts.data(), n_experts, &shared, 10.0f, amx.dense};
-    const kernels::MatmulOptions opt{true, used, &pool, amx.routed};
-    uint64_t seed = 77;
-    const double sec = time_per_call(*min_time, n_experts / kTopK + 1, [&](int64_t) {
-      for (int64_t j = 0; j < kTopK; ++j) {  // six distinct experts
-        int32_t e;
-        bool dup;
-        do {
-          e = static_cast<int32_t>(splitmix(seed) % static_cast<uint64_t>(n_experts));
-          dup = std::find(ids.begin(), ids.begin() + j, e) != ids.begin() + j;
-        } while (dup);
-        ids[static_cast<size_t>(j)] = e;
-      }
-      kernels::moe_layer(lw, x.data(), 1, ids.data(), rw.data(), kTopK, y.data(), scratch, opt);
-    });
-    const int64_t bytes = kTopK * expert_bytes + shared_bytes;
-    const double gbps = static_cast<double>(bytes) / sec / 1e9;
-    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1"},
-                                  {"n_experts_in_memory", n_experts},
-                                  {"weight_bytes_per_token", bytes},
-                                  {"us_per_call", sec * 1e6},
-                                  {"gbps", gbps},
-                                  {"ratio_to_probe", gbps / probe.best_gbps}};
-    if (!json)
-      std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", "moe layer (6 routed+shared)",
-                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1").c_str(),
-                  (std::to_string(bytes / 1000000) + " MB").c_str(), sec * 1e6, gbps, 100.0 * gbps / probe.best_gbps);
-  }
-
-  // 4. Prefill GEMM: one copy (compute-bound once a row block is reused across tokens).
-  if (!json) {
-    std::printf("\nprefill GEMM (one copy, cache-resident; of peak: GFLOP/s over the peak of the tile's instruction):\n"
-                "  %-28s %-24s %6s %10s %9s %8s %9s %-14s %8s\n",
-                "tensor", "kernel", "m", "ms/call", "GFLOP/s", "GB/s", "of probe", "peak insn", "of peak");
-  }
-  nlohmann::json gemm = nlohmann::json::array();
-  for (const Shape& s : {kShapes[0], kShapes[5], kShapes[8]}) {
-    const Weights w = make_weights(s, 42);
-    for (int64_t m : {1, 4, 8, 16, 64, 256}) {
-      const std::vector<float> x = make_activations(m, s.n_cols, 9);
-      std::vector<float> out(static_cast<size_t>(m * s.n_rows));
-      const int64_t amx_min = amx.min_tokens(role_of(s.kind));
-      const kernels::MatmulOptions opt{true, used, &pool, amx_min};
-      const double sec =
-          time_per_call(*min_time, 2, [&](int64_t) { run_gemm(s, w, x.data(), m, out.data(), opt); });
-      const double gflops = 2.0 * static_cast<double>(m * s.n_rows * s.n_cols) / sec / 1e9;
-      const std::string kernel = std::string(kernel_family(s.kind)) +
-                                 kernels::isa_name(kernels::gemm_path_isa(used, m, s.n_cols, amx_min)) + "/m=" + std::to_string(m);
-      const double gbps = static_cast<double>(matrix_bytes(s)) / sec / 1e9;
-      // make_activations fake-quantizes: bf16-exact, as the model's FP8/FP4 inputs are.
-      const auto insn = bench::gemm_insn(used, m, s.n_cols, true, amx_min);
-      const kernels::ComputePeak* peak = insn ? peaks.get(*insn) : nullptr;
-      nlohmann::json row = {{"tensor", s.name}, {"kernel", kernel},          {"m", m},
-                            {"ms_per_call", sec * 1e3}, {"gflops", gflops}, {"gbps", gbps},
-                            {"ratio_to_probe", gbps / probe.best_gbps}};
-      if (peak != nullptr) {
-        row["peak_insn"] = kernels::compute_insn_name(peak->insn);
-        row["ratio_to_compute_peak"] = gflops / peak->threads_gflops;
-      }
-      gemm.push_back(row);
-      if (!json)
-        std::printf("  %-28s %-24s %6lld %10.3f %9.1f %8.1f %8.0f%% %-14s %7.0f%%\n", s.name, kernel.c_str(),
-                    static_cast<long long>(m), sec * 1e3, gflops, gbps, 100.0 * gbps / probe.best_gbps,
-                    peak ? kernels::compute_insn_name(peak->insn) : "-", peak ? 100.0 * gflops / peak->threads_gflops : 0.0);
-    }
-  }
-  report["prefill_gemm"] = gemm;
-
-  // 5. Attention per token against context: the model's CSA shapes (V4-Flash's without --model).
-  const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
-  report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
 
   // 6. The model end to end: prefill, decode at batch 1/4/8 against the probe.
   if (model_cfg) {

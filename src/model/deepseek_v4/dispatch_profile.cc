@@ -15,6 +15,13 @@ int64_t now_ns() {
       .count();
 }
 
+// A clock the OS refuses (a worker that has exited) reads as 0: that thread's time stops counting.
+int64_t clock_ns(clockid_t c) {
+  timespec ts{};
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 }  // namespace
 
 const char* phase_name(Phase p) {
@@ -37,9 +44,21 @@ bool phase_is_matmul(Phase p) {
   return p == Phase::kAttnLinear || p == Phase::kMoeGate || p == Phase::kMoeExperts || p == Phase::kHeadLinear;
 }
 
+void DispatchProfile::reset() {
+  t_ = {};
+  depth_ = 0;
+  last_ns_ = last_cpu_ns_ = clock_read_ns_ = boundaries_ = 0;
+}
+
 int64_t DispatchProfile::total_ns() const {
   int64_t s = 0;
   for (const PhaseTotals& t : t_) s += t.ns;
+  return s;
+}
+
+int64_t DispatchProfile::total_cpu_ns() const {
+  int64_t s = 0;
+  for (const PhaseTotals& t : t_) s += t.cpu_ns;
   return s;
 }
 
@@ -49,11 +68,11 @@ DispatchProfile::Install::Install(DispatchProfile* p) : prev_(t_active) {
   if (p == nullptr) return;
   t_active = p;
   p->depth_ = 0;
-  p->last_ns_ = now_ns();
+  p->start();
 }
 
 DispatchProfile::Install::~Install() {
-  if (DispatchProfile* p = t_active; p != nullptr && p != prev_) p->charge(now_ns());
+  if (DispatchProfile* p = t_active; p != nullptr && p != prev_) p->charge();
   t_active = prev_;
 }
 
@@ -71,15 +90,34 @@ Phase DispatchProfile::matmul_phase() {
   }
 }
 
-void DispatchProfile::charge(int64_t now) {
+// The wall clock is read first and the CPU clocks after it at every boundary, so each interval's wall
+// and CPU readings are offset by the same read, and the reads' own wall time is measured as a by-product.
+void DispatchProfile::start() {
+  last_ns_ = now_ns();
+  int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  for (clockid_t c : worker_clocks_) cpu += clock_ns(c);
+  last_cpu_ns_ = cpu;
+  clock_read_ns_ += now_ns() - last_ns_;
+  ++boundaries_;
+}
+
+void DispatchProfile::charge() {
+  const int64_t now = now_ns();
+  int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  for (clockid_t c : worker_clocks_) cpu += clock_ns(c);
   const Phase cur = depth_ == 0 ? Phase::kOther : stack_[static_cast<size_t>(depth_ - 1)];
-  t_[static_cast<size_t>(cur)].ns += now - last_ns_;
+  PhaseTotals& t = t_[static_cast<size_t>(cur)];
+  t.ns += now - last_ns_;
+  t.cpu_ns += cpu - last_cpu_ns_;
   last_ns_ = now;
+  last_cpu_ns_ = cpu;
+  clock_read_ns_ += now_ns() - now;
+  ++boundaries_;
 }
 
 void DispatchProfile::enter(Phase phase, int64_t bytes) {
   DSV4_CHECK(depth_ < kMaxDepth, "DispatchProfile: scopes nested too deep");
-  charge(now_ns());
+  charge();
   stack_[static_cast<size_t>(depth_++)] = phase;
   PhaseTotals& t = t_[static_cast<size_t>(phase)];
   ++t.calls;
@@ -87,7 +125,7 @@ void DispatchProfile::enter(Phase phase, int64_t bytes) {
 }
 
 void DispatchProfile::leave() {
-  charge(now_ns());
+  charge();
   if (depth_ > 0) --depth_;
 }
 

@@ -1,17 +1,29 @@
-// model/deepseek_v4: where a forward's wall time goes, from the calling thread's view — each weight
-// matmul dispatch by role (its weight bytes and time, so the bench prints its achieved GB/s) and the
-// serial phases between dispatches (attention core, mHC, routing, the rest). Off unless a bench installs
-// a DispatchProfile on the thread that calls Model::forward: then each scope costs two clock reads; off, one
-// thread-local load and a null test (serve never installs one).
+// model/deepseek_v4: where a forward's time goes, from the calling thread's view — each weight matmul
+// dispatch by role (its weight bytes and time, so the bench prints its achieved GB/s) and the serial
+// phases between dispatches (attention core, mHC, routing, the rest). Off unless a bench installs a
+// DispatchProfile on the thread that calls Model::forward: then each scope boundary reads the wall clock
+// and the CPU clocks (below); off, one thread-local load and a null test (serve never installs one).
 //
 // Time is exclusive: a scope entered inside another stops the outer one's clock until it leaves, so the
 // phases of a forward add up to its wall time. Only the installing thread records; pool workers running a
 // chunk that calls linear() (the reference backend's per-token experts) see no profile.
+//
+// CPU time: at each boundary the profile also reads the installing thread's CPU clock plus the clocks it
+// was given (Model::worker_cpu_clocks(): the pool's workers), so a phase is charged every CPU-second its
+// threads spent while it was current. That includes waiting that spins: a worker polls ~50 µs for the next
+// job before it sleeps (core/thread_pool.cc) and the caller polls for the last chunks, so a serial phase
+// between dispatches shows up to one spinning worker beside the caller, and cpu / wall near the thread
+// count means every thread was on a core, computing or spinning. Time another process takes from the
+// threads is in the wall figures and not in these, which is why they A/B better on a shared machine.
+// Each boundary costs one clock read per thread (a system call each); clock_read_ns() says how much of
+// the profiled wall time that was.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
+#include <vector>
 
 namespace dsv4::v4 {
 
@@ -32,16 +44,26 @@ const char* phase_name(Phase p);   // "attn_linear", ...: JSON keys
 bool phase_is_matmul(Phase p);     // the weight matmul phases (kMhc and kHeadMix also book their fn bytes)
 
 struct PhaseTotals {
-  int64_t ns = 0;
+  int64_t ns = 0;      // wall time while the phase was current
+  int64_t cpu_ns = 0;  // CPU time of the installing thread and the given worker clocks in that time
   int64_t bytes = 0;   // weight bytes the phase's dispatches read
   int64_t calls = 0;   // dispatches (matmul phases) or scope entries
 };
 
 class DispatchProfile {
  public:
-  void reset() { *this = DispatchProfile(); }
+  // `worker_clocks`: the other threads whose CPU time a phase is charged (Model::worker_cpu_clocks());
+  // none: the installing thread's own only.
+  explicit DispatchProfile(std::vector<clockid_t> worker_clocks = {}) : worker_clocks_(std::move(worker_clocks)) {}
+
+  void reset();  // zeroes the totals, keeps the clocks
   const PhaseTotals& totals(Phase p) const { return t_[static_cast<std::size_t>(p)]; }
   int64_t total_ns() const;
+  int64_t total_cpu_ns() const;
+  // Wall time spent reading the CPU clocks (part of the phases' ns; the bench reports it per token).
+  int64_t clock_read_ns() const { return clock_read_ns_; }
+  int64_t boundaries() const { return boundaries_; }  // clock reads: one per scope entry and exit
+  int n_clocks() const { return 1 + static_cast<int>(worker_clocks_.size()); }
 
   // The profile installed on this thread (nullptr: none).
   static DispatchProfile* active();
@@ -81,13 +103,16 @@ class DispatchProfile {
  private:
   void enter(Phase phase, int64_t bytes);
   void leave();
-  void charge(int64_t now);
+  void start();   // the clocks' first reading (Install)
+  void charge();  // books the time since the last reading to the current phase
 
+  std::vector<clockid_t> worker_clocks_;
   std::array<PhaseTotals, static_cast<std::size_t>(Phase::kCount)> t_{};
   static constexpr int kMaxDepth = 16;
   std::array<Phase, kMaxDepth> stack_{};
   int depth_ = 0;
-  int64_t last_ns_ = 0;
+  int64_t last_ns_ = 0, last_cpu_ns_ = 0;
+  int64_t clock_read_ns_ = 0, boundaries_ = 0;
 };
 
 }  // namespace dsv4::v4

@@ -334,6 +334,49 @@ TEST(KernelQuantMatmul, Fp8Bf16ExactActivationsAtEveryBatchAndPartialBlock) {
   }
 }
 
+// AMX runs FP8 and BF16 for K % 32 == 0 with bf16-exact activations, walking K in 128-wide chunks; a last
+// chunk of 32, 64 or 96 runs fewer A/B steps (FP8 decodes it in masked 64-code halves). The grids above give
+// AMX FP8 / BF16 only K % 128 == 0 (their other K are not multiples of 32, or raw floats that AMX refuses):
+// here K = 32..288 (below one chunk, partial last chunks, and the page-by-page prefetch of rows under 4 KiB)
+// and 1056, rows around the 16-row block and the 128-row scale block, tokens around the 16-token tile,
+// against the oracle on every ISA with the thread, batch and bf16-output checks. The AMX outputs must
+// differ from the AVX-512 ones in some bits (another summation order): proof that AMX ran, not the fallback.
+TEST(KernelQuantMatmul, Fp8AndBf16PartialChunksOnAmxAgainstOracle) {
+  std::mt19937 rng(4242);
+  ThreadPool pool(3);
+  int cases = 0, amx_differs = 0;
+  for (int64_t k : {32, 64, 96, 160, 224, 288, 1056}) {
+    for (int64_t n : {1, 15, 17, 129}) {
+      for (int64_t m : {1, 2, 15, 17}) {
+        const size_t off = static_cast<size_t>(cases++ % 3);
+        const std::string dims = " n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m);
+        std::vector<float> x = make_x(rng, m, k, off);
+        for (float& v : x) v = round_bf16(v);
+        const float* xp = x.data() + off;
+        Fp8Case c8 = make_fp8(rng, n, k, off);
+        check_shape(
+            c8.w, m, xp, fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(c8.w, r, i); }, pool,
+            "fp8 bf16-exact" + dims);
+        Bf16Case cb = make_bf16(rng, n, k, off);
+        check_shape(
+            cb.w, m, xp, bf16_gemm, [&](int64_t r, int64_t i) { return bf16_to_float(cb.w.data[r * k + i]); }, pool,
+            "bf16" + dims);
+        if (!isa_supported(Isa::kAmx)) continue;
+        std::vector<float> amx(static_cast<size_t>(m * n)), avx(amx.size());
+        fp8_gemm(c8.w, xp, m, amx.data(), MatmulOptions{false, Isa::kAmx, nullptr, 1});
+        fp8_gemm(c8.w, xp, m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+        amx_differs += amx != avx;
+        bf16_gemm(cb.w, xp, m, amx.data(), MatmulOptions{false, Isa::kAmx, nullptr, 1});
+        bf16_gemm(cb.w, xp, m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+        amx_differs += amx != avx;
+      }
+    }
+  }
+  if (isa_supported(Isa::kAmx)) {
+    EXPECT_GT(amx_differs, cases / 4) << "AMX should have run (not the vector fallback)";
+  }
+}
+
 // Every ISA's FP8 tile called directly at every shape (1..2 rows × 1..8 tokens): within the bound of the
 // oracle, and each (row, token) sum bit-identical whatever the tile's shape (batch invariance at its
 // source), including subnormal and negative codes, full and partial 128-K blocks, and the extreme scale

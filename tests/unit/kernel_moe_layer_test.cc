@@ -43,7 +43,7 @@ struct Layer {
   std::vector<int32_t> ids;
   std::vector<float> rw;
 
-  Layer(int64_t d, int64_t inter) : kD(d), kInter(inter), experts(kExperts), x(kTokens * d) {
+  Layer(int64_t d, int64_t inter, int64_t n_tokens = kTokens) : kD(d), kInter(inter), experts(kExperts), x(n_tokens * d) {
     std::mt19937 rng(3);
     for (auto& e : experts) {
       e.w1 = {st.make(rng, kInter * kD / 2, 0, 255), st.make(rng, kInter * kD / 32, 124, 128), kInter, kD};
@@ -144,6 +144,48 @@ TEST(KernelMoeLayer, RoutesSharedExpertToAmxByItsOwnThreshold) {
         for (size_t i = 0; i < got.size(); ++i)
           ASSERT_EQ(got[i], (*c.want)[i]) << "n " << c.n << " routed_min " << c.routed_min << " shared_min "
                                           << c.shared_min << (p ? " pool" : " serial") << " output " << i;
+      }
+    }
+  }
+}
+
+// Prefill-sized batches: 40 tokens routed so that experts see 16, 17, 1, 33 and 40 tokens (each token lists
+// expert 4, and from token 33 on lists it two or three times, which must run once) and the shared expert
+// all 40 — several 8-token vector tiles per expert, and on AMX (the routed experts from 16 tokens by
+// default) one, two and three 16-token tiles per slot with partial last tiles. Against the per-token
+// composition on every ISA, 1 and 3 threads, cold and warm scratch. The layer above never gives an expert
+// more than 9 tokens.
+TEST(KernelMoeLayer, PrefillBatchWithExpertsPastOneTokenTile) {
+  constexpr int64_t kN = 40;
+  Layer l(256, 128, kN);
+  const int64_t kD = l.kD;
+  l.ids.assign(static_cast<size_t>(kN * kTopK), 0);
+  for (int64_t t = 0; t < kN; ++t) {
+    const int32_t third = t < 16 ? 0 : t < 33 ? 1 : t == 33 ? 2 : 4;
+    l.ids[static_cast<size_t>(t * kTopK)] = 4;
+    l.ids[static_cast<size_t>(t * kTopK + 1)] = t < 33 ? 3 : 4;
+    l.ids[static_cast<size_t>(t * kTopK + 2)] = third;
+  }
+  l.rw.resize(l.ids.size());
+  for (size_t i = 0; i < l.rw.size(); ++i) l.rw[i] = 0.05f + 0.01f * static_cast<float>(i % 37);
+  ThreadPool pool(3);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    if (!isa_supported(isa)) continue;
+    const std::vector<float> want = l.composition(kN, isa, isa);
+    // AMX: the default thresholds (routed from 16 tokens, shared from 1) and every expert from 1 token.
+    for (int64_t routed_min : {kAmxMinTokensDefault, int64_t{1}}) {
+      if (isa != Isa::kAmx && routed_min == 1) continue;  // the threshold matters only on AMX
+      MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, kLimit, 1};
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        MoeLayerScratch ls;
+        for (int call = 0; call < 2; ++call) {
+          std::vector<float> got(kN * kD, -1.0f);
+          moe_layer(lw, l.x.data(), kN, l.ids.data(), l.rw.data(), kTopK, got.data(), ls,
+                    MatmulOptions{true, isa, p, routed_min});
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " routed_min " << routed_min << (p ? " pool" : " serial")
+                                       << " call " << call << " token " << i / kD << " output " << i % kD;
+        }
       }
     }
   }

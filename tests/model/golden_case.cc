@@ -55,7 +55,15 @@ std::vector<EngineVariant> engine_variants() {
   best.name = "cpu_best";
   best.options.isa = kernels::Isa::kAuto;
   best.exact_self = kernels::best_isa() != kernels::Isa::kAmx;
-  return {ref, cpu, best};
+  std::vector<EngineVariant> out{ref, cpu, best};
+  // The AVX2 tiles (the best ISA of CPUs without AVX-512) where AVX-512 hides them: their own fp32 orders.
+  if (kernels::isa_supported(kernels::Isa::kAvx512) && kernels::isa_supported(kernels::Isa::kAvx2)) {
+    EngineVariant avx2 = cpu;
+    avx2.name = "cpu_avx2";
+    avx2.options.isa = kernels::Isa::kAvx2;
+    out.push_back(avx2);
+  }
+  return out;
 }
 
 std::string variant_name(const ::testing::TestParamInfo<EngineVariant>& info) { return info.param.name; }

@@ -26,7 +26,8 @@ struct EngineVariant {
   bool exact_self = true;
 };
 // reference; cpu with AMX excluded (AVX-512 requested: the best of AVX-512/AVX2/scalar the CPU has);
-// cpu with the best ISA (AMX where present). Two threads each.
+// cpu with the best ISA (AMX where present); cpu on AVX2 where AVX-512 is present (else one of the two
+// above already runs it). Two threads each.
 std::vector<EngineVariant> engine_variants();
 
 // The first n (at most all) token ids of the tiny golden case (golden/tiny/golden/tokens.npy); empty with a

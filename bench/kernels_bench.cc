@@ -576,14 +576,15 @@ const int kRegistered = [] {
                                          fp4_stream_case(s, Isa::kAmx, dsv4::PageKind::kHuge, threads, m, k);
                                        })
               ->UseRealTime();
-  // The model's dense shapes (and the 1 MiB slices linear_jobs hands a thread) streamed through AMX.
+  // The model's dense shapes (and the 1 MiB slices linear_jobs hands a thread; 64x4096 is the chunk the
+  // pool's split gives each claim of attn.wkv on 2 threads) streamed through AMX.
   if (dsv4::kernels::isa_supported(Isa::kAmx)) {
     struct DenseShape {
       bool fp8;
       int64_t rows, cols;
     };
     constexpr DenseShape kShapes[] = {
-        {true, 256, 4096},   {true, 512, 4096},  {true, 1024, 4096},  {true, 2048, 4096}, {true, 4096, 2048},
+        {true, 64, 4096},    {true, 256, 4096},  {true, 512, 4096},  {true, 1024, 4096},  {true, 2048, 4096}, {true, 4096, 2048},
         {true, 32768, 1024}, {true, 4096, 8192}, {false, 128, 4096}, {false, 256, 4096}, {false, 1024, 4096},
         {false, 8192, 4096}};
     for (const DenseShape& d : kShapes)

@@ -221,17 +221,19 @@ nlohmann::json profile_report(const v4::DispatchProfile& prof, double tokens, do
   return j;
 }
 
-// What the profile itself cost and what its CPU column sums: the clocks read at each scope boundary
-// (the caller's and one per pool worker) and the wall time those reads took, per token.
+// What the profile itself costs: the clocks it reads at each scope boundary (the caller's and one per
+// pool worker), the boundaries per token, and their reads' wall time (one boundary's reads timed at
+// install, times the boundaries), which the phases' times include.
 nlohmann::json profile_cost(const v4::DispatchProfile& prof, double tokens, bool quiet) {
-  const double read_ms = static_cast<double>(prof.clock_read_ns()) / 1e6 / tokens;
-  const double per_boundary_us = prof.boundaries() > 0 ? static_cast<double>(prof.clock_read_ns()) / 1e3 / static_cast<double>(prof.boundaries()) : 0.0;
+  const double per_token = static_cast<double>(prof.boundaries()) / tokens;
+  const double read_us = static_cast<double>(prof.read_cost_ns()) / 1e3;
   if (!quiet)
-    std::printf("    (profile: %d clocks read at %.0f boundaries per token, %.3f ms per token, %.2f us each, inside these times)\n",
-                prof.n_clocks(), static_cast<double>(prof.boundaries()) / tokens, read_ms, per_boundary_us);
+    std::printf("    (profile: %d clocks read at %.0f boundaries per token, %.2f us each: %.3f ms per token, inside these times)\n",
+                prof.n_clocks(), per_token, read_us, per_token * read_us / 1e3);
   return {{"clocks", prof.n_clocks()},
-          {"boundaries_per_token", static_cast<double>(prof.boundaries()) / tokens},
-          {"clock_read_ms_per_token", read_ms}};
+          {"boundaries_per_token", per_token},
+          {"clock_read_us", read_us},
+          {"clock_read_ms_per_token", per_token * read_us / 1e3}};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // model/deepseek_v4: the forward's time profile (see dispatch_profile.h).
 #include "model/deepseek_v4/dispatch_profile.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/check.h"
@@ -47,7 +48,7 @@ bool phase_is_matmul(Phase p) {
 void DispatchProfile::reset() {
   t_ = {};
   depth_ = 0;
-  last_ns_ = last_cpu_ns_ = clock_read_ns_ = boundaries_ = 0;
+  last_ns_ = last_cpu_ns_ = read_cost_ns_ = boundaries_ = 0;
 }
 
 int64_t DispatchProfile::total_ns() const {
@@ -90,28 +91,38 @@ Phase DispatchProfile::matmul_phase() {
   }
 }
 
-// The wall clock is read first and the CPU clocks after it at every boundary, so each interval's wall
-// and CPU readings are offset by the same read, and the reads' own wall time is measured as a by-product.
-void DispatchProfile::start() {
-  last_ns_ = now_ns();
+int64_t DispatchProfile::read_cpu() const {
   int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   for (clockid_t c : worker_clocks_) cpu += clock_ns(c);
-  last_cpu_ns_ = cpu;
-  clock_read_ns_ += now_ns() - last_ns_;
+  return cpu;
+}
+
+// The wall clock is read first and the CPU clocks after it at every boundary, so each interval's wall
+// and CPU readings are offset by the same reads.
+void DispatchProfile::start() {
+  constexpr int kTimedReads = 15;
+  std::array<int64_t, kTimedReads> dt{};
+  for (int64_t& d : dt) {
+    const int64_t t0 = now_ns();
+    (void)read_cpu();
+    d = now_ns() - t0;
+  }
+  std::nth_element(dt.begin(), dt.begin() + kTimedReads / 2, dt.end());
+  read_cost_ns_ = dt[kTimedReads / 2];
+  last_ns_ = now_ns();
+  last_cpu_ns_ = read_cpu();
   ++boundaries_;
 }
 
 void DispatchProfile::charge() {
   const int64_t now = now_ns();
-  int64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  for (clockid_t c : worker_clocks_) cpu += clock_ns(c);
+  const int64_t cpu = read_cpu();
   const Phase cur = depth_ == 0 ? Phase::kOther : stack_[static_cast<size_t>(depth_ - 1)];
   PhaseTotals& t = t_[static_cast<size_t>(cur)];
   t.ns += now - last_ns_;
   t.cpu_ns += cpu - last_cpu_ns_;
   last_ns_ = now;
   last_cpu_ns_ = cpu;
-  clock_read_ns_ += now_ns() - now;
   ++boundaries_;
 }
 

@@ -660,6 +660,39 @@ TEST(KernelQuantMatmul, AmxFallsBackForActivationsNotExactInBf16) {
   }
 }
 
+// The refusal for every weight format (one raw float among bf16-exact ones is enough): the call takes the
+// AVX-512 tiles — their bits exactly, at 1 and 17 tokens — and stays within the oracle's bound. (The test
+// above compares AMX with AMX, so it would pass if AMX ran on the truncated activations.)
+TEST(KernelQuantMatmul, AmxFallsBackToAvx512BitsForActivationsNotExactInBf16) {
+  if (!isa_supported(Isa::kAmx)) GTEST_SKIP() << "no AMX";
+  std::mt19937 rng(6);
+  ThreadPool pool(3);
+  for (int64_t m : {1, 17}) {
+    const int64_t n = 33, k = 256;
+    std::vector<float> x = make_x(rng, m, k, 0);  // fake-quantized: exact in bf16
+    x[static_cast<size_t>(m * k - 3)] = 1.0f + std::ldexp(1.0f, -20);  // not a bf16 value
+    Fp8Case c8 = make_fp8(rng, n, k, 0);
+    Bf16Case cb = make_bf16(rng, n, k, 0);
+    std::vector<float> amx(static_cast<size_t>(m * n)), avx(amx.size());
+    fp8_gemm(c8.w, x.data(), m, amx.data(), MatmulOptions{false, Isa::kAmx, &pool, 1});
+    fp8_gemm(c8.w, x.data(), m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+    EXPECT_EQ(amx, avx) << "fp8 m=" << m;
+    expect_within_bound(oracle(n, k, m, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c8.w, r, i); }), amx, k,
+                        "fp8 fallback m=" + std::to_string(m));
+    bf16_gemm(cb.w, x.data(), m, amx.data(), MatmulOptions{false, Isa::kAmx, &pool, 1});
+    bf16_gemm(cb.w, x.data(), m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+    EXPECT_EQ(amx, avx) << "bf16 m=" << m;
+    expect_within_bound(oracle(n, k, m, x.data(), [&](int64_t r, int64_t i) { return bf16_to_float(cb.w.data[r * k + i]); }),
+                        amx, k, "bf16 fallback m=" + std::to_string(m));
+    Fp4Case c4 = make_fp4(rng, n, k, 0);
+    fp4_gemm(c4.w, x.data(), m, amx.data(), MatmulOptions{false, Isa::kAmx, &pool, 1});
+    fp4_gemm(c4.w, x.data(), m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+    EXPECT_EQ(amx, avx) << "fp4 m=" << m;
+    expect_within_bound(oracle(n, k, m, x.data(), [&](int64_t r, int64_t i) { return fp4_weight(c4.w, r, i); }), amx, k,
+                        "fp4 fallback m=" + std::to_string(m));
+  }
+}
+
 // The default dispatch keeps decode-sized calls (below kAmxMinTokensDefault tokens) on the vector tiles;
 // amx_min_tokens moves the threshold. gemm_path_isa names the path and the results follow it: a 2-token
 // call with the default equals the AVX-512 ISA's bits, with amx_min_tokens = 1 the AMX kernel's.

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/formats.h"
@@ -141,22 +142,43 @@ void check_expert(const E& e, int64_t n_tokens, std::mt19937& rng, Fused fused, 
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(got[i], ref[i]) << "scalar output " << i;
 
   ThreadPool pool(3);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  // AMX: below the threshold the fused vector tiles, from it (amx_min_tokens 1: at every count) the AMX GEMMs.
+  struct Path {
+    Isa isa;
+    int64_t amx_min;
+  };
+  for (const Path path : {Path{Isa::kScalar, kAmxMinTokensDefault}, Path{Isa::kAvx2, kAmxMinTokensDefault},
+                          Path{Isa::kAvx512, kAmxMinTokensDefault}, Path{Isa::kAmx, kAmxMinTokensDefault},
+                          Path{Isa::kAmx, 1}}) {
+    const Isa isa = path.isa;
     if (!isa_supported(isa)) continue;
+    const std::string tag = std::string(isa_name(isa)) + " amx_min " + std::to_string(path.amx_min);
     std::vector<float> f1(ref.size()), f3(ref.size()), u1(ref.size());
-    fused(e, x.data(), n_tokens, rwp, kLimit, f1.data(), scratch.data(), MatmulOptions{true, isa, nullptr});
-    fused(e, x.data(), n_tokens, rwp, kLimit, f3.data(), scratch.data(), MatmulOptions{true, isa, &pool});
-    unfused(e, x.data(), n_tokens, rwp, kLimit, u1.data(), scratch.data(), MatmulOptions{true, isa, &pool});
+    fused(e, x.data(), n_tokens, rwp, kLimit, f1.data(), scratch.data(), MatmulOptions{true, isa, nullptr, path.amx_min});
+    fused(e, x.data(), n_tokens, rwp, kLimit, f3.data(), scratch.data(), MatmulOptions{true, isa, &pool, path.amx_min});
+    unfused(e, x.data(), n_tokens, rwp, kLimit, u1.data(), scratch.data(), MatmulOptions{true, isa, &pool, path.amx_min});
     double err2 = 0, ref2 = 0;
     for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_EQ(f1[i], u1[i]) << isa_name(isa) << " fused vs unfused " << i;
-      ASSERT_EQ(f1[i], f3[i]) << isa_name(isa) << " 1 vs 3 threads " << i;
+      ASSERT_EQ(f1[i], u1[i]) << tag << " fused vs unfused " << i;
+      ASSERT_EQ(f1[i], f3[i]) << tag << " 1 vs 3 threads " << i;
       err2 += (f1[i] - ref[i]) * static_cast<double>(f1[i] - ref[i]);
       ref2 += static_cast<double>(ref[i]) * ref[i];
     }
     // fp32 accumulation can flip a bf16 rounding of g/u/h (and then an E4M3 rounding of h): a few
     // elements move by ≤ one E4M3 step (2^-3 relative), so the output error stays ~1e-3 of its norm.
-    EXPECT_LE(std::sqrt(err2), 1e-2 * std::sqrt(ref2)) << isa_name(isa);
+    EXPECT_LE(std::sqrt(err2), 1e-2 * std::sqrt(ref2)) << tag;
+    // Batch invariance: every token alone gives the bits it had in the batch (one path for both: the
+    // fused tiles below the AMX threshold, AMX at every count with amx_min_tokens 1). The scalar ISA
+    // already equals the per-token spec composition above.
+    if (isa != Isa::kScalar && (path.amx_min == 1 || n_tokens < kAmxMinTokensDefault || isa != Isa::kAmx)) {
+      std::vector<float> one(static_cast<size_t>(d));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        fused(e, x.data() + t * d, 1, rwp ? rwp + t : nullptr, kLimit, one.data(), scratch.data(),
+              MatmulOptions{true, isa, nullptr, path.amx_min});
+        for (int64_t i = 0; i < d; ++i)
+          ASSERT_EQ(one[static_cast<size_t>(i)], f1[static_cast<size_t>(t * d + i)]) << tag << " token " << t << " alone";
+      }
+    }
   }
 }
 
@@ -172,7 +194,7 @@ TEST(KernelMoeExpert, SwigluClampsLikeTheSpec) {
 TEST(KernelMoeExpert, Fp4RoutedExpertMatchesSpecAndUnfused) {
   std::mt19937 rng(11);
   const Fp4Store s = make_fp4_expert(rng, 256, 256);
-  for (int64_t n_tokens : {1, 3, 6, 8, 13})
+  for (int64_t n_tokens : {1, 3, 6, 8, 13, 17})
     check_expert(s.e, n_tokens, rng, moe_expert_fp4, moe_expert_fp4_unfused, /*shared=*/false);
 }
 

@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles.h"
+#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -606,6 +607,39 @@ TEST(KernelQuantMatmul, DecodesEveryCodeExactly) {
         const float want = e2m1_to_float(static_cast<uint8_t>(nib)) * (hot < 32 ? 0.5f : 4.0f);
         ASSERT_EQ(out, want) << isa_name(isa) << " nibble " << nib << " at " << hot;
       }
+    }
+  }
+}
+
+// Every E8M0 scale code 0..254 (255 is NaN) times a spread of weight codes, through every ISA with a
+// one-hot activation: the output is the spec's value · 2^(e−127) in fp32 exactly — subnormal products
+// (2^-9 · 2^-127) kept, products past FLT_MAX infinite, as the reference's fp32 dequantization gives. One
+// 16-row block (FP8's scale is per 128 rows, so all rows share it; FP4's per row and 32 K), K 128 (the
+// AMX path with amx_min_tokens 1, a full chunk), the hot column inside the second 32-K block.
+TEST(KernelQuantMatmul, DecodesEveryScaleCodeExactly) {
+  constexpr int64_t kN = 16, kK = 128, kHot = 37;
+  const uint8_t fp8_codes[kN] = {0x01, 0x07, 0x08, 0x38, 0x3F, 0x7E, 0x81, 0xB8, 0xFE, 0x00, 0x80, 0x44, 0x5A, 0x22, 0x6F, 0x30};
+  std::vector<float> x(static_cast<size_t>(kK), 0.0f);
+  x[kHot] = 1.0f;
+  for (Isa isa : isas()) {
+    for (int e = 0; e <= 254; ++e) {
+      const float scale = std::ldexp(1.0f, e - 127);
+      std::vector<uint8_t> codes(static_cast<size_t>(kN * kK), 0);
+      for (int64_t r = 0; r < kN; ++r) codes[static_cast<size_t>(r * kK + kHot)] = fp8_codes[r];
+      const uint8_t s8 = static_cast<uint8_t>(e);
+      std::vector<float> out(kN, -1.0f);
+      fp8_gemm(Fp8Matrix{codes.data(), &s8, kN, kK}, x.data(), 1, out.data(), MatmulOptions{false, isa, nullptr, 1});
+      for (int64_t r = 0; r < kN; ++r)
+        ASSERT_EQ(out[static_cast<size_t>(r)], e4m3_to_float(fp8_codes[r]) * scale)
+            << isa_name(isa) << " fp8 scale code " << e << " weight code " << static_cast<int>(fp8_codes[r]);
+      // FP4: row r holds nibble r at the hot column (odd: its byte's high nibble; the low one zero, since
+      // 0 · an infinite weight would be NaN), every 32-K block scale e.
+      std::vector<uint8_t> packed(static_cast<size_t>(kN * kK / 2), 0), scales(static_cast<size_t>(kN * kK / 32), s8);
+      for (int64_t r = 0; r < kN; ++r) packed[static_cast<size_t>(r * kK / 2 + kHot / 2)] = static_cast<uint8_t>(r << 4);
+      fp4_gemm(Fp4Matrix{packed.data(), scales.data(), kN, kK}, x.data(), 1, out.data(), MatmulOptions{false, isa, nullptr, 1});
+      for (int64_t r = 0; r < kN; ++r)
+        ASSERT_EQ(out[static_cast<size_t>(r)], e2m1_to_float(static_cast<uint8_t>(r)) * scale)
+            << isa_name(isa) << " fp4 scale code " << e << " nibble " << r;
     }
   }
 }

@@ -67,23 +67,29 @@ TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
 // The AMX loop holds up to 64 heads as four 16-head C tiles and head_dim up to 256 as 32-wide steps; the
 // grid above has one partial head tile (1, 4, 7 heads) or four full ones (64). Here two and three head
 // tiles with a partial last one (17, 33), three full ones (48), more heads than the tiles hold (65: the
-// fp32 loop), and head_dim 96 / 256 (AMX) and 288 (past its key buffer: the fp32 loop), against the
-// reference bit for bit on every ISA, serial and on 3 threads.
+// fp32 loop), and head_dim 96 / 256 (AMX) and 288 (past its key buffer: the fp32 loop), on misaligned q
+// and keys, against the reference bit for bit on every ISA, serial and on 3 threads.
 TEST(KernelIndexer, ScoresBitIdenticalAtEveryHeadTileCount) {
   std::mt19937 rng(15);
   ThreadPool pool(3);
   for (int64_t nh : {17, 33, 48, 65})
     for (int64_t hd : {96, 256, 288})
       for (int64_t n : {17, 40}) {
-        const auto q = fp4_rows(rng, nh, hd, 0);
-        const auto keys = fp4_rows(rng, n, hd, 0);
+        // q and keys 4 or 8 bytes past a 64-byte boundary (vector loads must not assume alignment).
+        const size_t off = n == 17 ? 1 : 2;
+        auto q = fp4_rows(rng, nh, hd, 0);
+        auto keys = fp4_rows(rng, n, hd, 0);
+        q.insert(q.begin(), off, 0.0f);
+        keys.insert(keys.begin(), off, 0.0f);
+        const float* qp = q.data() + off;
+        const float* kp = keys.data() + off;
         const auto w = head_weights(rng, nh);
         std::vector<float> want(static_cast<size_t>(n));
-        ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+        ref::indexer_scores(qp, nh, hd, kp, n, w.data(), want.data());
         for (Isa isa : isas())
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<float> got(static_cast<size_t>(n), -7.0f);
-            indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, p});
+            indexer_scores(qp, nh, hd, kp, n, w.data(), got.data(), {isa, p});
             for (int64_t t = 0; t < n; ++t)
               ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
                   << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n << " t=" << t << ": "

@@ -152,7 +152,8 @@ TEST(KernelMoeLayer, RoutesSharedExpertToAmxByItsOwnThreshold) {
 // Prefill-sized batches: 40 tokens routed so that experts see 16, 17, 1, 33 and 40 tokens (each token lists
 // expert 4, and from token 33 on lists it two or three times, which must run once) and the shared expert
 // all 40 — several 8-token vector tiles per expert, and on AMX (the routed experts from 16 tokens by
-// default) one, two and three 16-token tiles per slot with partial last tiles. Against the per-token
+// default) one, two and three 16-token tiles per slot with partial last tiles; also routed experts on the
+// vector tiles beside the shared expert on AMX at that batch. Against the per-token
 // composition on every ISA, 1 and 3 threads, cold and warm scratch. The layer above never gives an expert
 // more than 9 tokens.
 TEST(KernelMoeLayer, PrefillBatchWithExpertsPastOneTokenTile) {
@@ -171,10 +172,13 @@ TEST(KernelMoeLayer, PrefillBatchWithExpertsPastOneTokenTile) {
   ThreadPool pool(3);
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
-    const std::vector<float> want = l.composition(kN, isa, isa);
-    // AMX: the default thresholds (routed from 16 tokens, shared from 1) and every expert from 1 token.
-    for (int64_t routed_min : {kAmxMinTokensDefault, int64_t{1}}) {
-      if (isa != Isa::kAmx && routed_min == 1) continue;  // the threshold matters only on AMX
+    const std::vector<float> all_on_isa = l.composition(kN, isa, isa);
+    // AMX: the default thresholds (routed from 16 tokens, shared from 1), every expert from 1 token, and
+    // the routed experts kept on the vector tiles (from 64) beside the shared expert on AMX (3 token tiles).
+    const std::vector<float> mixed = isa == Isa::kAmx ? l.composition(kN, Isa::kAvx512, Isa::kAmx) : all_on_isa;
+    for (int64_t routed_min : {kAmxMinTokensDefault, int64_t{1}, int64_t{64}}) {
+      if (isa != Isa::kAmx && routed_min != kAmxMinTokensDefault) continue;  // the threshold matters only on AMX
+      const std::vector<float>& want = routed_min == 64 ? mixed : all_on_isa;
       MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, kLimit, 1};
       for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
         MoeLayerScratch ls;

@@ -14,8 +14,9 @@ namespace {
 
 constexpr double kE2eTop1 = 0.70, kE2eMeanAbs = 0.25;  // README thresholds (gross breakage only)
 constexpr int64_t kDecodePrefill = 37;                 // decode_logits row 0 = position 36
-// With AMX, prefill GEMMs of >= 16 rows sum on bf16 tiles in another order than decode; in these tiny
-// random models a last-bit difference can flip an indexer or routing choice for a few rows.
+// With AMX, a routed expert that gets >= 16 prefill tokens sums on bf16 tiles in another order than it
+// does at decode (dense projections use AMX at every count, one order); in these tiny random models a
+// last-bit difference can flip an indexer or routing choice for a few rows.
 constexpr double kAmxSelfTop1 = 0.95;
 
 // Decode / chunked prefill against the engine's own one-shot prefill.

@@ -158,43 +158,12 @@ const uint8_t* dense_stream_region(dsv4::PageKind kind) {
   return p;
 }
 
-// cols: the row length (FP8 8192 = attn.wo_b, 1024 = attn.wq_b's 1 KiB rows, four to a 4 KiB page).
-// isa kAmx: the AMX kernel at every m (amx_min_tokens = 1), the dense projections' candidate path.
-void dense_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t cols, dsv4::PageKind kind, int threads,
-                       int64_t m) {
+// DRAM-streamed FP8 / BF16 GEMV of rows x cols: each call reads the next matrix of that shape laid back to
+// back in the 640 MiB region (as tensors follow each other in a weight copy), on `kind` pages and 1 or 2
+// threads. isa kAmx: the AMX kernel at every m (amx_min_tokens = 1), the dense projections' path.
+void dense_stream(benchmark::State& state, Isa isa, bool fp8, int64_t rows, int64_t cols, dsv4::PageKind kind,
+                  int threads, int64_t m) {
   const uint8_t* region = dense_stream_region(kind);
-  if (region == nullptr) {
-    state.SkipWithError("no memory for the stream region");
-    return;
-  }
-  const int64_t kRows = kDenseStreamMatBytes / (fp8 ? cols : 2 * cols);
-  std::vector<uint8_t> scales = random_bytes(static_cast<size_t>((kRows / 128) * (cols / 128)), 8, 0x07);
-  for (auto& b : scales) b = static_cast<uint8_t>(b + 120);
-  const auto x = activations(m, cols);
-  std::vector<float> out(static_cast<size_t>(m * kRows));
-  dsv4::ThreadPool pool(threads);
-  const dsv4::kernels::MatmulOptions opt{true, isa, threads > 1 ? &pool : nullptr, 1};
-  int i = 0;
-  for (auto _ : state) {
-    const uint8_t* base = region + i * kDenseStreamMatBytes;
-    if (fp8)
-      dsv4::kernels::fp8_gemm({base, scales.data(), kRows, cols}, x.data(), m, out.data(), opt);
-    else
-      dsv4::kernels::bf16_gemm({reinterpret_cast<const uint16_t*>(base), kRows, cols}, x.data(), m, out.data(), opt);
-    benchmark::DoNotOptimize(out.data());
-    i = (i + 1) % kDenseStreamMats;
-  }
-  state.SetBytesProcessed(state.iterations() * kDenseStreamMatBytes);
-}
-
-// DRAM-streamed FP8 / BF16 GEMVs with one of the model's dense shapes (rows x cols), 2 MiB pages: each call
-// reads the next matrix of that shape laid back to back in the same 640 MiB region (as tensors follow each
-// other in a weight copy), on 1 or 2 threads. The model's one-token dispatch (linear_jobs) hands each thread
-// 1 MiB row slices of a projection as single-threaded calls: the threads=1 cases with 1 MiB shapes (256x4096
-// FP8, 128x4096 BF16) measure that; the whole shapes on 2 threads are `dsv4 bench`'s GEMV rows. CPU time
-// per call is the robust measure on a loaded machine (one thread); with 2 threads read real time.
-void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, int64_t cols, int threads, int64_t m) {
-  const uint8_t* region = dense_stream_region(dsv4::PageKind::kHuge);
   if (region == nullptr) {
     state.SkipWithError("no memory for the stream region");
     return;
@@ -206,7 +175,7 @@ void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, in
   const auto x = activations(m, cols);
   std::vector<float> out(static_cast<size_t>(m * rows));
   dsv4::ThreadPool pool(threads);
-  const dsv4::kernels::MatmulOptions opt{true, Isa::kAmx, threads > 1 ? &pool : nullptr, 1};
+  const dsv4::kernels::MatmulOptions opt{true, isa, threads > 1 ? &pool : nullptr, 1};
   int64_t i = 0;
   for (auto _ : state) {
     const uint8_t* base = region + i * bytes;
@@ -218,6 +187,21 @@ void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, in
     i = (i + 1) % n_mats;
   }
   state.SetBytesProcessed(state.iterations() * bytes);
+}
+
+// 32 MiB matrices with rows of `cols` (FP8 8192 = attn.wo_b, 1024 = attn.wq_b's 1 KiB rows, four to a 4 KiB
+// page), on either page kind and any ISA.
+void dense_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t cols, dsv4::PageKind kind, int threads,
+                       int64_t m) {
+  dense_stream(state, isa, fp8, kDenseStreamMatBytes / (fp8 ? cols : 2 * cols), cols, kind, threads, m);
+}
+
+// The model's dense shapes on AMX and 2 MiB pages. The model's one-token dispatch (linear_jobs) hands each
+// thread 1 MiB row slices of a projection as single-threaded calls: the threads=1 cases with 1 MiB shapes
+// (256x4096 FP8, 128x4096 BF16) measure that; the whole shapes on 2 threads are `dsv4 bench`'s GEMV rows.
+// CPU time per call is the robust measure on a loaded machine (one thread); with 2 threads read real time.
+void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, int64_t cols, int threads, int64_t m) {
+  dense_stream(state, Isa::kAmx, fp8, rows, cols, dsv4::PageKind::kHuge, threads, m);
 }
 
 // DRAM-streamed FP4 decode GEMVs with the routed experts' row lengths: k = 4096 (w1/w3, 2 KiB rows) or

@@ -9,6 +9,7 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels {
@@ -17,10 +18,9 @@ namespace {
 using detail::kTileTokens;
 
 // h ← fake_quant_fp8(bf16(h)) row by row: w2's input (bf16 between modules, then its 1×128 quantization).
-void quantize_hidden(float* h, int64_t n_tokens, int64_t n_inter) {
-  for (int64_t i = 0; i < n_tokens * n_inter; ++i) h[i] = round_bf16(h[i]);
-  for (int64_t t = 0; t < n_tokens; ++t)
-    fake_quant_fp8(std::span<float>(h + t * n_inter, static_cast<size_t>(n_inter)), 128);
+// The unfused compositions pass Isa::kScalar (core/quant.cc), so fused == unfused also checks the vector quantizer.
+void quantize_hidden(float* h, int64_t n_tokens, int64_t n_inter, Isa isa) {
+  act_quant_fp8(h, h, n_tokens * n_inter, 128, /*bf16_first=*/true, isa);  // n_inter % 128 == 0: rows are whole blocks
 }
 
 // Stage 1 of the fused expert: for each intermediate row i, one tile computes w1 row i and w3 row i for up
@@ -111,7 +111,7 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
                                     t.w[1] = e.w3.packed + i * half;
                                     t.s[1] = e.w3.scales + i * n_sblocks;
                                   });
-  quantize_hidden(h, n_tokens, n_inter);
+  quantize_hidden(h, n_tokens, n_inter, isa);
   fp4_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool, opt.amx_min_tokens});
 }
 
@@ -134,7 +134,7 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
                                     t.w[1] = e.w3.codes + i * d_model;
                                     t.s[1] = e.w3.scales + (i / 128) * scale_cols;
                                   });
-  quantize_hidden(h, n_tokens, n_inter);
+  quantize_hidden(h, n_tokens, n_inter, isa);
   fp8_gemm(e.w2, h, n_tokens, out, MatmulOptions{true, isa, opt.pool, opt.amx_min_tokens});
 }
 
@@ -147,7 +147,7 @@ void moe_expert_fp4_unfused(const Fp4Expert& e, const float* x, int64_t n_tokens
   fp4_gemm(e.w1, x, n_tokens, g, bf16_out);
   fp4_gemm(e.w3, x, n_tokens, u, bf16_out);
   unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);
-  quantize_hidden(h, n_tokens, n_inter);
+  quantize_hidden(h, n_tokens, n_inter, Isa::kScalar);
   fp4_gemm(e.w2, h, n_tokens, out, bf16_out);
 }
 
@@ -160,7 +160,7 @@ void moe_expert_fp8_unfused(const Fp8Expert& e, const float* x, int64_t n_tokens
   fp8_gemm(e.w1, x, n_tokens, g, bf16_out);
   fp8_gemm(e.w3, x, n_tokens, u, bf16_out);
   unfused_epilogue(g, u, n_tokens, n_inter, route_weight, limit, h);
-  quantize_hidden(h, n_tokens, n_inter);
+  quantize_hidden(h, n_tokens, n_inter, Isa::kScalar);
   fp8_gemm(e.w2, h, n_tokens, out, bf16_out);
 }
 

@@ -10,6 +10,7 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/quant_tiles.h"
 #include "kernels/cpu/row_pairs.h"
 
@@ -219,8 +220,7 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
       const bool routed = r < g.n_assign;
       const int64_t len = routed ? n_inter : shared_inter;
       float* row = routed ? h + r * n_inter : h + shared_h_off + (r - g.n_assign) * shared_inter;
-      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
-      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
+      act_quant_fp8(row, row, len, 128, /*bf16_first=*/true, opt.isa);
     }
   });
   pack_slots(s.amx_h, s.amx_h_off, h, n_inter, n_inter, h + shared_h_off, shared_inter, shared_inter);
@@ -274,8 +274,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 
   // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
   float* xq = s.xq.grow(n_tokens * d);  // [n_tokens, d]
-  std::memcpy(xq, x, sizeof(float) * static_cast<size_t>(n_tokens * d));
-  for (int64_t t = 0; t < n_tokens; ++t) fake_quant_fp8(std::span<float>(xq + t * d, static_cast<size_t>(d)), 128);
+  act_quant_fp8(x, xq, n_tokens * d, 128, /*bf16_first=*/false, isa);  // d % 128 == 0: rows are whole blocks
 
   // Group (token, weight) assignments by expert with a counting sort: slots in ascending expert id, tokens
   // ascending within a slot. The shared expert is the last slot and takes every token.
@@ -436,8 +435,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       const bool routed = r < n_assign;
       const int64_t len = routed ? n_inter : shared_inter;
       float* row = routed ? h + r * n_inter : h + shared_h_off + (r - n_assign) * shared_inter;
-      for (int64_t i = 0; i < len; ++i) row[i] = round_bf16(row[i]);
-      fake_quant_fp8(std::span<float>(row, static_cast<size_t>(len)), 128);
+      act_quant_fp8(row, row, len, 128, /*bf16_first=*/true, opt.isa);
       if (routed && prepare) detail::fp4_prepare_x(fp4.layout, row, 1, n_inter, hp + r * ldx2);
     }
   });

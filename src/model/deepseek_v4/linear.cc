@@ -9,6 +9,7 @@
 #include "core/quant.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/act_quant.h"
 #include "model/deepseek_v4/dispatch_profile.h"
 
 namespace dsv4::v4 {
@@ -84,8 +85,7 @@ void linear(const Execution& ex, const LinearWeight& w, const float* x, int64_t 
     // quantizes block by block exactly as ref::linear quantizes each row.
     thread_local ScratchVec<float> xq_buf;
     float* xq = scratch(xq_buf, n * k);
-    std::copy_n(x, n * k, xq);
-    fake_quant_fp8(std::span<float>(xq, static_cast<size_t>(n * k)), 128);
+    kernels::act_quant_fp8(x, xq, n * k, 128, /*bf16_first=*/false, ex.isa);
     x = xq;
   }
   const kernels::MatmulOptions opt = options(ex, w, n, role);
@@ -159,8 +159,7 @@ void linear_jobs(const Execution& ex, std::span<const LinearJob> jobs, int64_t n
     const int64_t k = j.w->params.n_in;
     float* xq = qbuf + q_used;
     q_used += k;
-    std::copy_n(j.x, k, xq);
-    fake_quant_fp8(std::span<float>(xq, static_cast<size_t>(k)), 128);
+    kernels::act_quant_fp8(j.x, xq, k, 128, /*bf16_first=*/false, ex.isa);
     inputs[a] = xq;
   }
   chunks.clear();

@@ -12,6 +12,7 @@
 #include "core/host_memory.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/compute_probe.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/moe_layer.h"
@@ -77,6 +78,34 @@ const int kRegisteredProbes = [] {
     if (dsv4::kernels::compute_insn_supported(insn))
       benchmark::RegisterBenchmark((std::string("compute_probe/") + dsv4::kernels::compute_insn_name(insn)).c_str(),
                                    [=](benchmark::State& s) { compute_case(s, insn); });
+  return 0;
+}();
+
+// The FP8 activation fake-quant of one token's linear input (1x128 blocks; bf16=1: w2's input, rounded to
+// bf16 first). Out of place, as linear.cc runs it, so every iteration quantizes the same unquantized row.
+void act_quant_case(benchmark::State& state, Isa isa, int64_t n, bool bf16_first) {
+  std::vector<float> x(static_cast<size_t>(n)), out(x.size());
+  uint32_t s = 9;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int>(s >> 12) - (1 << 19)) * 0x1p-16f;
+  }
+  for (auto _ : state) {
+    dsv4::kernels::act_quant_fp8(x.data(), out.data(), n, 128, bf16_first, isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+const int kRegisteredActQuant = [] {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx512})
+    if (dsv4::kernels::isa_supported(isa))
+      for (int64_t n : {4096, 2048})
+        for (bool bf16_first : {false, true})
+          benchmark::RegisterBenchmark(("act_quant_fp8/" + std::string(dsv4::kernels::isa_name(isa)) + "/n=" +
+                                        std::to_string(n) + "/bf16=" + std::to_string(bf16_first ? 1 : 0))
+                                           .c_str(),
+                                       [=](benchmark::State& st) { act_quant_case(st, isa, n, bf16_first); });
   return 0;
 }();
 

@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/bf16_refusals.h"
 
 namespace dsv4::kernels::detail {
 namespace {
@@ -56,6 +57,7 @@ inline __m512 round_bf16_ps(__m512 v) {
 void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                         const float* w, float* scores) {
   if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !bf16_exact(q, n_heads * d)) {
+    if (d % 32 == 0 && d <= kMaxDim && n_heads <= kMaxHeads) detail::note_bf16_refusal();
     indexer_scores_avx512(q, n_heads, d, keys, k0, k1, w, scores);
     return;
   }
@@ -80,6 +82,7 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
   for (int64_t t0 = k0; t0 < k1; t0 += 16) {
     const int64_t nk = k1 - t0 < 16 ? k1 - t0 : 16;
     if (!bf16_exact(keys + t0 * d, nk * d)) {
+      detail::note_bf16_refusal();
       indexer_scores_avx512(q, n_heads, d, keys, t0, t0 + nk, w, scores);
       continue;
     }

@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/act_quant.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_tiles.h"
 #include "kernels/cpu/row_pairs.h"
 
@@ -62,7 +63,7 @@ SharedAmx shared_amx_setup(const MoeLayerWeights& w, const float* xq, int64_t n_
   sa.hpack = s.amx_h.grow(detail::amx_packed_x_words(n_tokens, shared_inter));
   const bool exact = detail::amx_pack_x(detail::AmxKOrder::kFp8, xq, d, n_tokens, d, sa.xpack);
   DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
-  (void)exact;
+  if (!exact) detail::note_bf16_refusal();
   const int pool_slots = opt.pool != nullptr ? std::max(opt.pool->n_slots(n_stage1, 16), opt.pool->n_slots(d, 16)) : 1;
   sa.apack_elems = detail::amx_apack_elems(std::max(d, shared_inter));
   sa.out_floats = 2 * n_tokens * kAmxRows;
@@ -94,7 +95,7 @@ void shared_amx_stage1(const MoeLayerWeights& w, const SharedAmx& sa, const floa
 void shared_amx_pack_h(const SharedAmx& sa, const float* hs, int64_t n_tokens, int64_t shared_inter) {
   const bool exact = detail::amx_pack_x(detail::AmxKOrder::kFp8, hs, shared_inter, n_tokens, shared_inter, sa.hpack);
   DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
-  (void)exact;
+  if (!exact) detail::note_bf16_refusal();
 }
 
 // Stage 2, output rows [n0, n1): y[t, n] += bf16(w2 · h_t) (the shared expert is the last slot).
@@ -149,7 +150,7 @@ void moe_layer_amx(const MoeLayerWeights& w, const float* xq, const Groups& g, f
                                               routed ? routed_x + a0 * ld_r : shared_x, routed ? ld_r : ld_s, na,
                                               routed ? k_r : k_s, base + off[static_cast<size_t>(slot)]);
         DSV4_DCHECK(exact, "moe_layer: fake-quantized activations are exact in bf16");
-        (void)exact;
+        if (!exact) detail::note_bf16_refusal();
       }
     });
   };

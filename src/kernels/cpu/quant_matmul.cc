@@ -10,6 +10,7 @@
 #include "core/formats.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_tiles.h"
 #include "kernels/cpu/row_pairs.h"
 
@@ -53,7 +54,10 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
   if (isa != Isa::kAmx || n_tokens < opt.amx_min_tokens || k % 32 != 0 || k == 0) return false;
   thread_local ScratchVec<uint32_t> xpack;  // x packed to bf16 pairs in AMX tile order
   uint32_t* xp = detail::align64(xpack.grow(detail::amx_packed_x_words(n_tokens, k) + 16));
-  if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) return false;
+  if (!detail::amx_pack_x(order, x, k, n_tokens, k, xp)) {
+    detail::note_bf16_refusal();
+    return false;
+  }
   // One decode buffer per pool slot, owned by the calling thread (a worker's thread_local buffer would
   // first grow whenever the schedule first hands that worker a shape — in a warm step, too).
   const int slots = opt.pool != nullptr ? opt.pool->n_slots(n_rows, 16) : 1;

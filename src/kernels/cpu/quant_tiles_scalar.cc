@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/formats.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -107,6 +108,7 @@ Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
     case Isa::kAmx:
     case Isa::kAvx512:
       if (x_bf16_exact) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
+      note_bf16_refusal();
       return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
       return {fp4_tile_avx2, Fp4XLayout::kBlockOrder};

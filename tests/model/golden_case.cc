@@ -44,16 +44,17 @@ std::vector<int32_t> golden_tokens(size_t n) {
 }
 
 std::vector<EngineVariant> engine_variants() {
-  EngineVariant ref{"reference", {}};
+  EngineVariant ref{"reference", {}, true};
   ref.options.backend = Backend::kReference;
   ref.options.threads = 2;
-  EngineVariant cpu{"cpu_noamx", {}};
+  EngineVariant cpu{"cpu_noamx", {}, true};
   cpu.options.backend = Backend::kCpu;
   cpu.options.threads = 2;
   cpu.options.isa = kernels::Isa::kAvx512;
   EngineVariant best = cpu;
   best.name = "cpu_best";
   best.options.isa = kernels::Isa::kAuto;
+  best.exact_self = kernels::best_isa() != kernels::Isa::kAmx;
   std::vector<EngineVariant> out{ref, cpu, best};
   // The AVX2 tiles (the best ISA of CPUs without AVX-512) where AVX-512 hides them: their own fp32 orders.
   if (kernels::isa_supported(kernels::Isa::kAvx512) && kernels::isa_supported(kernels::Isa::kAvx2)) {

@@ -14,20 +14,24 @@ namespace {
 
 constexpr double kE2eTop1 = 0.70, kE2eMeanAbs = 0.25;  // README thresholds (gross breakage only)
 constexpr int64_t kDecodePrefill = 37;                 // decode_logits row 0 = position 36
+// With AMX, a routed expert that gets >= 16 prefill tokens sums on bf16 tiles in another order than it
+// does at decode (dense projections use AMX at every count, one order), so by design a prefill's busy
+// experts may differ from decode's in the last bits, and in a tiny random model such a difference can flip
+// an indexer or routing choice for a few rows. On the shipped tiny case the AMX variant measured exact
+// (decode and chunks 1/7/64 against prefill max|dlogit| 0, and a 300-token prefill identical with routed
+// experts on AMX from 1, 16 or never: its k = 256 sums come out exact in any order), but the acceptance
+// cases are other checkpoints with longer sums, so the bound stays what the design promises, not what
+// this sample happens to give. Batch invariance itself is asserted exactly (CpuBackend.BatchInvariant*).
+constexpr double kAmxSelfTop1 = 0.95;
 
-// Decode / chunked prefill against the engine's own one-shot prefill: bit for bit on every variant.
-// Without AMX each output is one fixed sequence of fp32 operations whatever n_tokens; with AMX the dense
-// projections are too (AMX at every token count, one order), and a routed expert moves from the vector
-// tiles to AMX at 16 tokens (kernels::AmxRouting), which sums in another order — but not in other bits
-// on this checkpoint: measured (AMX CPU, 2 threads) decode and chunks 1/7/64 against prefill max|dlogit| 0,
-// and the 300-token prefill's logits are identical with routed experts on AMX from 1 token, from 16, or
-// never (k = 256: presumably every fp32 partial sum of these narrow products is exact). A bound looser
-// than exact would let a real batch dependence through; the medium model's larger sums are where the
-// orders differ (the CpuBackend.BatchInvariant* tests and the kernel tests cover the orders themselves).
+// Decode / chunked prefill against the engine's own one-shot prefill.
 template <typename Stats>
 void expect_self_consistent(const CaseData& cd, const Stats& self) {
-  EXPECT_EQ(self.max_abs, 0.0) << cd.label << ": decode and chunks must reproduce prefill bit for bit";
-  EXPECT_EQ(self.top1, 1.0) << cd.label;
+  if (cd.variant.exact_self) {
+    EXPECT_EQ(self.max_abs, 0.0) << cd.label << ": decode and chunks must reproduce prefill bit for bit";
+  } else {
+    EXPECT_GE(self.top1, kAmxSelfTop1) << cd.label;
+  }
 }
 
 class GoldenEndToEnd : public ::testing::TestWithParam<EngineVariant> {

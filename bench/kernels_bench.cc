@@ -265,6 +265,23 @@ void fp4_stream_case(benchmark::State& state, Isa isa, dsv4::PageKind kind, int 
   state.SetBytesProcessed(state.iterations() * (kDenseStreamMatBytes + kDenseStreamMatBytes / 16));
 }
 
+// ids [m, top_k] <- top_k distinct experts of n_experts per token, uniform, from an LCG on seed (fresh
+// each step: the MoE cases' routing).
+void draw_routing(uint32_t& seed, int64_t m, int64_t top_k, int64_t n_experts, std::vector<int32_t>& ids) {
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t j = 0; j < top_k; ++j) {
+      int32_t e;
+      bool dup;
+      do {
+        seed = seed * 1664525u + 1013904223u;
+        e = static_cast<int32_t>((seed >> 16) % n_experts);
+        dup = false;
+        for (int64_t i = 0; i < j; ++i) dup |= ids[static_cast<size_t>(t * top_k + i)] == e;
+      } while (dup);
+      ids[static_cast<size_t>(t * top_k + j)] = e;
+    }
+}
+
 // One MoE layer step at V4-Flash-medium shapes (d 4096, intermediate 2048, top-6 + the FP8 shared expert)
 // over 24 routed experts (300 MiB, so weights come from DRAM/L3 as in decode): at batch 8 its 48
 // assignments give each expert ~2 tokens; at batch 4 its 24 give an active expert 1 token 61% of the time,
@@ -306,18 +323,7 @@ void moe_layer_case(benchmark::State& state, Isa isa, int64_t m) {
   dsv4::kernels::MoeLayerScratch scratch;
   for (auto _ : state) {
     state.PauseTiming();
-    for (int64_t t = 0; t < m; ++t)  // kTopK distinct experts per token, fresh each step
-      for (int64_t j = 0; j < kTopK; ++j) {
-        int32_t e;
-        bool dup;
-        do {
-          seed = seed * 1664525u + 1013904223u;
-          e = static_cast<int32_t>((seed >> 16) % kExperts);
-          dup = false;
-          for (int64_t i = 0; i < j; ++i) dup |= ids[static_cast<size_t>(t * kTopK + i)] == e;
-        } while (dup);
-        ids[static_cast<size_t>(t * kTopK + j)] = e;
-      }
+    draw_routing(seed, m, kTopK, kExperts, ids);
     state.ResumeTiming();
     dsv4::kernels::moe_layer(lw, x.data(), m, ids.data(), rw.data(), kTopK, y.data(), scratch, {true, isa, nullptr, 1});
     benchmark::DoNotOptimize(y.data());
@@ -390,19 +396,8 @@ void moe_stream_case(benchmark::State& state, Isa isa, int threads, int64_t m) {
   for (auto _ : state) {
     state.PauseTiming();
     std::vector<bool> active(kExperts, false);
-    for (int64_t t = 0; t < m; ++t)  // kTopK distinct experts per token, fresh each step
-      for (int64_t j = 0; j < kTopK; ++j) {
-        int32_t e;
-        bool dup;
-        do {
-          seed = seed * 1664525u + 1013904223u;
-          e = static_cast<int32_t>((seed >> 16) % kExperts);
-          dup = false;
-          for (int64_t i = 0; i < j; ++i) dup |= ids[static_cast<size_t>(t * kTopK + i)] == e;
-        } while (dup);
-        ids[static_cast<size_t>(t * kTopK + j)] = e;
-        active[static_cast<size_t>(e)] = true;
-      }
+    draw_routing(seed, m, kTopK, kExperts, ids);
+    for (int32_t e : ids) active[static_cast<size_t>(e)] = true;
     for (bool a : active) bytes += a ? 3 * (kMat / 2 + kMat / 32) : 0;
     bytes += 3 * kMat;
     const Layer& l = layers[static_cast<size_t>(step % kLayers)];

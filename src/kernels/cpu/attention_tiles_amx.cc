@@ -56,8 +56,10 @@ inline __m512 round_bf16_ps(__m512 v) {
 
 void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                         const float* w, float* scores) {
-  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !bf16_exact(q, n_heads * d)) {
-    if (d % 32 == 0 && d <= kMaxDim && n_heads <= kMaxHeads) detail::note_bf16_refusal();
+  // A shape AMX does not take is no refusal; a q bf16 cannot hold is one (bf16_refusals.h).
+  const bool amx_shape = d % 32 == 0 && d <= kMaxDim && n_heads <= kMaxHeads;
+  if (!amx_shape || !bf16_exact(q, n_heads * d)) {
+    if (amx_shape) detail::note_bf16_refusal();
     indexer_scores_avx512(q, n_heads, d, keys, k0, k1, w, scores);
     return;
   }

@@ -373,7 +373,9 @@ void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* 
     });
     const int64_t bytes = kTopK * expert_bytes + shared_bytes;
     const double gbps = static_cast<double>(bytes) / sec / 1e9;
-    report["decode_moe_layer"] = {{"kernel", std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1"},
+    const std::string kernel =
+        std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1";
+    report["decode_moe_layer"] = {{"kernel", kernel},
                                   {"n_experts_in_memory", n_experts},
                                   {"weight_bytes_per_token", bytes},
                                   {"us_per_call", sec * 1e6},
@@ -381,7 +383,7 @@ void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* 
                                   {"ratio_to_probe", gbps / probe.best_gbps}};
     if (!json)
       std::printf("  %-28s %-24s %12s %9.1f %8.1f %8.0f%%\n", "moe layer (6 routed+shared)",
-                  (std::string("moe_layer/") + kernels::isa_name(kernels::gemm_path_isa(used, 1, 4096, amx.routed)) + "/m=1").c_str(),
+                  kernel.c_str(),
                   (std::to_string(bytes / 1000000) + " MB").c_str(), sec * 1e6, gbps, 100.0 * gbps / probe.best_gbps);
   }
 

@@ -13,16 +13,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-// float_to_bf16 then back, on the bit pattern: NaN → its bits | quiet bit, truncated; else RNE on bit 16.
-__m512 round_bf16_v(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rne = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
-  const __m512i r = _mm512_mask_or_epi32(rne, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_x16
 
 }  // namespace
 
@@ -44,7 +35,7 @@ void act_quant_fp8_avx512(const float* x, float* out, int64_t n, int64_t block, 
     for (int64_t i = 0; i < block; i += 16) {
       const __mmask16 m = block - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask;
       __m512 v = _mm512_maskz_loadu_ps(m, xb + i);
-      if (bf16_first) v = round_bf16_v(v);
+      if (bf16_first) v = round_bf16_x16(v);
       if (bf16_first || ob != xb) _mm512_mask_storeu_ps(ob + i, m, v);
       am = _mm512_max_ps(_mm512_andnot_ps(sign, v), am);
     }

@@ -333,16 +333,7 @@ struct Ctx {
   const uint32_t* b_step(int64_t tt, int64_t s) const { return xpack + (tt * 4 * chunks() + s) * 16 * n_cols; }
 };
 
-// round_to_bf16 on 16 lanes (the same bits: quiet NaN, else round to nearest even).
-__m512 round_to_bf16_x16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v), top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                _mm512_set1_epi32(0x7F800000));
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), top);
-  const __m512i quiet = _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x00400000)), top);
-  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_x16
 
 // acc: [16 rows][n_cols] fp32, packed. Token t's 16 row sums are one vector (a gather of column t at
 // several tokens), stored masked to n_valid rows: at 8 tokens on 1 KiB rows the scalar loop this replaced
@@ -351,7 +342,7 @@ void write_out_packed(const Ctx& cx, const float* acc, int64_t row0, int n_valid
   const __mmask16 rows = static_cast<__mmask16>((1u << n_valid) - 1);
   if (cx.n_cols == 1) {  // one token: the 16 rows' sums are one vector
     const __m512 v = _mm512_load_ps(acc);
-    _mm512_mask_storeu_ps(cx.out + (row0 - cx.r0), rows, cx.round_bf16 ? round_to_bf16_x16(v) : v);
+    _mm512_mask_storeu_ps(cx.out + (row0 - cx.r0), rows, cx.round_bf16 ? round_bf16_x16(v) : v);
     return;
   }
   const int64_t t_base = tt * 16, t_end = cx.n_tokens - t_base < 16 ? cx.n_tokens - t_base : 16;
@@ -359,7 +350,7 @@ void write_out_packed(const Ctx& cx, const float* acc, int64_t row0, int n_valid
                                   _mm512_set1_epi32(cx.n_cols));  // row n of column t: n·n_cols + t
   for (int64_t t = 0; t < t_end; ++t) {
     const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, at, acc, 4);
-    _mm512_mask_storeu_ps(cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0), rows, cx.round_bf16 ? round_to_bf16_x16(v) : v);
+    _mm512_mask_storeu_ps(cx.out + (t_base + t) * cx.ldo + (row0 - cx.r0), rows, cx.round_bf16 ? round_bf16_x16(v) : v);
     at = _mm512_add_epi32(at, _mm512_set1_epi32(1));
   }
 }

@@ -10,7 +10,7 @@ namespace dsv4::kernels {
 
 inline std::vector<Isa> isas() {
   std::vector<Isa> v{Isa::kScalar};
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
     if (isa_supported(i)) v.push_back(i);
   return v;
 }

@@ -60,7 +60,7 @@ std::optional<ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens
                                      int64_t amx_min_tokens) {
   const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols, amx_min_tokens);
   if (path == kernels::Isa::kAmx && x_bf16_exact) return ComputeInsn::kAmxBf16;
-  if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAmx) return std::nullopt;
+  if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAvx512Bf16 && path != kernels::Isa::kAmx) return std::nullopt;
   return ComputeInsn::kFp32Fma;
 }
 

@@ -44,7 +44,7 @@ using bench::time_per_call;
 constexpr int64_t kMiB = 1024 * 1024;
 
 constexpr const char* kUsage =
-    "usage: dsv4 bench [--model DIR [--model-only]] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "usage: dsv4 bench [--model DIR [--model-only]] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|avx512bf16|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"

@@ -94,7 +94,7 @@ Status run(const Args& a) {
   DSV4_ASSIGN_OR_RETURN(int64_t interval, a.get_int("--checkpoint-interval", 0, 0, 1 << 20));
   const bool json = a.has("--json");
 
-  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a, kBatchInvariantIsa));
+  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a, kernels::batch_invariant_isa()));
   DSV4_ASSIGN_OR_RETURN(auto runner, ModelModelRunner::load(*model_dir, mopt));
   if (interval > 0) runner->set_checkpoint_interval(static_cast<int32_t>(interval));
   const RunnerInfo& info = runner->info();

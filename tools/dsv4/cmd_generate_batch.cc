@@ -85,7 +85,7 @@ Status run(const Args& a) {
   const bool quiet = a.has("--quiet");
   DSV4_ASSIGN_OR_RETURN(auto reqs, read_requests(*batch_file, max_tokens, a.has("--ignore-eos")));
 
-  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a, kBatchInvariantIsa));
+  DSV4_ASSIGN_OR_RETURN(ModelOptions mopt, parse_model_options(a, kernels::batch_invariant_isa()));
   DSV4_ASSIGN_OR_RETURN(auto runner, ModelModelRunner::load(*model_dir, mopt));
   if (spec_k > 0 && !runner->info().has_mtp)
     return invalid_argument("cli.no_mtp", "--speculative needs a checkpoint with an MTP module");

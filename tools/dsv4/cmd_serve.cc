@@ -54,7 +54,7 @@ int cmd_serve(int argc, char** argv) {
     std::printf("%s%s", kUsage, model_flags_usage());
     return 0;
   }
-  auto model_options = parse_model_options(args, kBatchInvariantIsa);
+  auto model_options = parse_model_options(args, kernels::batch_invariant_isa());
   if (!model_options.is_ok()) return report_error("serve", model_options.status());
   server::ServerOptions so;
   so.host = args.get_or("--host", "127.0.0.1");

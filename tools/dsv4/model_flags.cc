@@ -12,9 +12,9 @@ const char* model_flags_usage() {
   return "  --backend B   cpu (default: packed-weight kernels on the mapped checkpoint) or reference (the\n"
          "                fp32 scalar oracle; decodes every weight to fp32 at load)\n"
          "  --threads N   worker threads including the caller (default 0 = one per CPU)\n"
-         "  --isa I       cpu kernels' ISA: auto, amx, avx512, avx2, scalar; an unsupported one falls back to the\n"
-         "                best. Below amx, a row's logits do not depend on the rest of the batch, so serve and\n"
-         "                generate-batch default to avx512 (the best below amx); the others to auto\n"
+         "  --isa I       cpu kernels' ISA: auto, amx, avx512bf16, avx512, avx2, scalar; an unsupported one falls\n"
+         "                back to the best. Below amx, a row's logits do not depend on the rest of the batch, so\n"
+         "                serve and generate-batch default to the best below amx; the others to auto\n"
          "  --weights W   how the checkpoint is held in memory: copy (read into anonymous memory on 2 MiB huge\n"
          "                pages: never reclaimed without swap, fewer TLB misses; load reads the whole checkpoint),\n"
          "                mmap (a read-only file mapping, faulted in at load and mlocked when it fits and the lock\n"
@@ -50,7 +50,7 @@ Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa
   o.isa = default_isa;
   const std::string isa = a.get_or("--isa", "");
   if (!isa.empty() && !kernels::parse_isa(isa.c_str(), &o.isa))
-    return invalid_argument("cli.isa", "--isa must be auto, amx, avx512, avx2 or scalar, got '" + isa + "'");
+    return invalid_argument("cli.isa", "--isa must be auto, amx, avx512bf16, avx512, avx2 or scalar, got '" + isa + "'");
   DSV4_ASSIGN_OR_RETURN(o.weights.residency, parse_weights_flag(a));
   DSV4_ASSIGN_OR_RETURN(o.numa, parse_numa_flag(a));
   return o;

@@ -20,12 +20,10 @@ Result<Residency> parse_weights_flag(const Args& a);
 // --numa alone: auto | distribute | isolate | off, default auto.
 Result<NumaMode> parse_numa_flag(const Args& a);
 // Defaults: --backend cpu, --threads 0 (one per CPU), --isa `default_isa`, --weights auto.
-// Commands that batch independent requests together (serve, generate-batch) pass kBatchInvariantIsa.
+// Commands that batch independent requests together (serve, generate-batch, bench-engine) pass
+// kernels::batch_invariant_isa(): the best ISA below AMX. Why: with AMX, GEMMs of >= 16 rows sum on bf16
+// tiles in another order than the row kernels, so a request's tokens would depend on how many other
+// requests share its step. --isa amx opts back in.
 Result<ModelOptions> parse_model_options(const Args& a, kernels::Isa default_isa = kernels::Isa::kAuto);
-
-// The best ISA below AMX (an AVX2-only CPU falls back to AVX2). Why: with AMX, GEMMs of >= 16 rows sum on
-// bf16 tiles in another order than the row kernels, so a request's tokens would depend on how many other
-// requests share its step. Engines that batch requests default to this; --isa amx opts back in.
-inline constexpr kernels::Isa kBatchInvariantIsa = kernels::Isa::kAvx512;
 
 }  // namespace dsv4::cli

@@ -24,6 +24,7 @@ detail::ActQuantFn act_quant_fn(Isa isa) {
   switch (resolve_isa(isa)) {
 #if defined(__x86_64__)
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return detail::act_quant_fp8_avx512;
 #endif

@@ -45,7 +45,7 @@ void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const flo
 
 AttnTiles attn_tiles_for(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAmx) return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512};
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx) return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512};
   if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2};
 #endif
   (void)isa;
@@ -55,7 +55,7 @@ AttnTiles attn_tiles_for(Isa isa) {
 IndexerScoresFn indexer_scores_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::kAmx) return indexer_scores_amx;
-  if (isa == Isa::kAvx512) return indexer_scores_avx512;
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) return indexer_scores_avx512;
   if (isa == Isa::kAvx2) return indexer_scores_avx2;
 #endif
   (void)isa;

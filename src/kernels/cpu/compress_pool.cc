@@ -14,6 +14,7 @@ void compress_pool(const float* const* kv_rows, const float* const* score_rows, 
 #if defined(__x86_64__)
   switch (resolve_isa(isa)) {
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       fn = detail::compress_pool_avx512;
       break;

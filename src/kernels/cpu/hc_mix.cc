@@ -15,6 +15,7 @@ detail::HcMixPanelsFn panels_fn(Isa isa) {
   switch (resolve_isa(isa)) {
 #if defined(__x86_64__)
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return detail::hc_mix_panels_avx512;
     case Isa::kAvx2:

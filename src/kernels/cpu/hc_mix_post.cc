@@ -13,6 +13,7 @@ detail::HcPostFn post_fn(Isa isa) {
   switch (resolve_isa(isa)) {
 #if defined(__x86_64__)
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return detail::hc_post_avx512;
     case Isa::kAvx2:

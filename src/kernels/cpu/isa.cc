@@ -29,12 +29,33 @@ bool amx_usable() {
 #endif
 }
 
+// AVX512_BF16: CPUID.(EAX=7, ECX=1):EAX bit 5 (the caller has checked the AVX-512 base).
+bool avx512_bf16_cpuid() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
+// kAvx512Bf16 also needs AVX512_VBMI (CPUID.7.0:ECX bit 1): its tiles decode FP8 with byte permutes.
+// (Cooper Lake has AVX512_BF16 without it.)
+bool avx512_bf16_tier_cpuid() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return avx512_bf16_cpuid() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
 Isa detect() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c"))
-    return amx_usable() ? Isa::kAmx : Isa::kAvx512;
+    return amx_usable() ? Isa::kAmx : avx512_bf16_tier_cpuid() ? Isa::kAvx512Bf16 : Isa::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
     return Isa::kAvx2;
 #endif
@@ -46,11 +67,7 @@ Isa detect() {
 bool has_avx512_bf16() {
 #if defined(__x86_64__) && defined(__linux__)
   // CPUID.(EAX=7, ECX=1):EAX bit 5; the zmm state itself is covered by the kAvx512 detection.
-  static const bool kHas = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!isa_supported(Isa::kAvx512) || !__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-    return ((a >> 5) & 1u) != 0;
-  }();
+  static const bool kHas = isa_supported(Isa::kAvx512) && avx512_bf16_cpuid();
   return kHas;
 #else
   return false;
@@ -68,14 +85,20 @@ bool isa_supported(Isa isa) {
     case Isa::kScalar:
       return true;
     case Isa::kAvx2:
-      return best_isa() == Isa::kAvx2 || best_isa() == Isa::kAvx512 || best_isa() == Isa::kAmx;
+      return best_isa() != Isa::kScalar;
     case Isa::kAvx512:
-      return best_isa() == Isa::kAvx512 || best_isa() == Isa::kAmx;
+      return best_isa() == Isa::kAvx512 || best_isa() == Isa::kAvx512Bf16 || best_isa() == Isa::kAmx;
+    case Isa::kAvx512Bf16: {
+      static const bool kHas = has_avx512_bf16() && avx512_bf16_tier_cpuid();
+      return kHas;
+    }
     case Isa::kAmx:
       return best_isa() == Isa::kAmx;
   }
   return false;
 }
+
+Isa batch_invariant_isa() { return best_isa() == Isa::kAmx ? Isa::kAvx512 : best_isa(); }
 
 Isa resolve_isa(Isa requested) {
   if (requested == Isa::kAuto || !isa_supported(requested)) return best_isa();
@@ -92,6 +115,8 @@ const char* isa_name(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
     case Isa::kAmx:
       return "amx";
   }
@@ -99,7 +124,7 @@ const char* isa_name(Isa isa) {
 }
 
 bool parse_isa(const char* name, Isa* out) {
-  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAuto, Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (std::strcmp(name, isa_name(isa)) == 0) {
       *out = isa;
       return true;

@@ -10,7 +10,13 @@ enum class Isa {
   kScalar,  // portable C++; also the plain reference the fast kernels are tested against
   kAvx2,    // AVX2 + FMA + F16C
   kAvx512,  // AVX-512 F/BW/VL/DQ (+ F16C)
-  kAmx,     // kAvx512 plus AMX-BF16 tiles for prefill-sized GEMMs (Linux, after the XTILEDATA permission)
+  // kAvx512 plus AVX512_BF16 + VBMI: the quantized GEMV/GEMM tiles do their products with VDPBF16PS (32 bf16
+  // pairs per instruction) on weights decoded to bf16 by byte/word table lookups. The best tier on CPUs
+  // that have it without AMX (AMD Zen 4/5: VDPBF16PS issues as often as an fp32 FMA and does twice the
+  // products). Intel CPUs with AMX support it too but stay on kAmx: there VDPBF16PS costs two cycles of
+  // both vector ports, and the fp32 tiles measured faster (quant_tiles_fp4_avx512.cc).
+  kAvx512Bf16,
+  kAmx,  // kAvx512 plus AMX-BF16 tiles for prefill-sized GEMMs (Linux, after the XTILEDATA permission)
 };
 
 // The best ISA this CPU (and this build) supports; detected once.
@@ -18,9 +24,13 @@ Isa best_isa();
 bool isa_supported(Isa isa);
 // kAuto → best_isa(); an unsupported request falls back to best_isa() (never executes illegal code).
 Isa resolve_isa(Isa requested);
-const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "amx"
-// AVX512_BF16 (vdpbf16ps) on top of kAvx512: a sub-feature the kAvx512 / kAmx tiers use when present.
+const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "avx512bf16", "amx"
+// AVX512_BF16 (vdpbf16ps) on top of kAvx512 (the compute probe's vdpbf16ps row; kAvx512Bf16 needs it).
 bool has_avx512_bf16();
+// The fastest ISA whose results do not depend on which requests share a batch: best_isa() except that
+// AMX (which sums GEMMs of >= 16 rows in another order) gives way to kAvx512. Engines that batch
+// independent requests (serve, generate-batch, bench-engine) default to it.
+Isa batch_invariant_isa();
 // Parses isa_name() output plus "auto"; returns false for anything else.
 bool parse_isa(const char* name, Isa* out);
 

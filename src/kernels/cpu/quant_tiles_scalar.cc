@@ -78,6 +78,7 @@ Bf16TileFn bf16_tile_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return bf16_tile_avx512;
     case Isa::kAvx2:
@@ -92,6 +93,7 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::kAmx:  // AMX only takes prefill-sized GEMMs; smaller ones use the AVX-512 tiles
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return fp8_tile_avx512;
     case Isa::kAvx2:
@@ -106,6 +108,7 @@ Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
   switch (isa) {
 #if defined(__x86_64__)
     case Isa::kAmx:
+    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       if (x_bf16_exact) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
       note_bf16_refusal();

@@ -1,12 +1,17 @@
 // bench: the sparse attention core (kernels/cpu/sparse_attention.h) at V4-Flash's decode shape — 64 heads
 // of 512, one query over a CSA layer's list (128 window rows + 512 selected, 10 online-softmax blocks) or
 // an HCA layer's at a 4096 context (128 + 32) — on one thread (CPU time per call: the robust measure on a
-// shared machine), per ISA.
+// shared machine), per ISA. Beside it the lightning indexer's scores (kernels/cpu/indexer.h) at V4-Flash's
+// 64 index heads of 128 over the compressed keys of a 4K and a 64K context (ratio 4: 1024 and 16384 keys),
+// FP4-simulated as in the model, also on one thread.
 #include <benchmark/benchmark.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/quant.h"
+#include "kernels/cpu/indexer.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/sparse_attention.h"
 
@@ -41,7 +46,33 @@ void attention_case(benchmark::State& state, Isa isa, int64_t n_idx) {
   }
 }
 
+void indexer_case(benchmark::State& state, Isa isa, int64_t n_keys) {
+  constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
+  auto q = pseudo_random(kIndexHeads * kIndexDim, 4, 1.0f);
+  auto keys = pseudo_random(n_keys * kIndexDim, 5, 1.0f);
+  const auto w = pseudo_random(kIndexHeads, 6, 0.1f);
+  // What the model feeds: FP4-simulated per 32-block (the scores are then exact on every ISA).
+  dsv4::fake_quant_fp4(std::span<float>(q), 32);
+  dsv4::fake_quant_fp4(std::span<float>(keys), 32);
+  std::vector<float> scores(static_cast<size_t>(n_keys));
+  for (auto _ : state) {
+    dsv4::kernels::indexer_scores(q.data(), kIndexHeads, kIndexDim, keys.data(), n_keys, w.data(), scores.data(),
+                                  {isa, nullptr});
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(kIndexHeads * kIndexDim * n_keys),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    for (int64_t n_keys : {1024, 16384})
+      benchmark::RegisterBenchmark((std::string("indexer_scores/") + dsv4::kernels::isa_name(isa) +
+                                    "/heads=64x128/keys=" + std::to_string(n_keys))
+                                       .c_str(),
+                                   [=](benchmark::State& s) { indexer_case(s, isa, n_keys); });
+  }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t n_idx : {160, 640})

@@ -314,6 +314,27 @@ TEST(KernelBenchCli, ModelOnlySkipsKernelSections) {
   EXPECT_NE(r.output.find("moe_experts"), std::string::npos) << r.output;
 }
 
+// --attention-only: the CSA table alone (no probes, kernel rows or model), one row per context.
+TEST(KernelBenchCli, AttentionOnlyRunsJustTheAttentionSection) {
+  const std::string cmd = test::cli_path().string() + " bench --attention-only --threads 1 --min-time 0.01 --contexts 64,256";
+  auto r = test::run_command(cmd + " --json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  for (const char* skipped : {"read_probe", "compute_probe", "decode_gemv", "decode_moe_layer", "prefill_gemm"})
+    EXPECT_FALSE(j.contains(skipped)) << skipped;
+  ASSERT_EQ(j["attention"]["contexts"].size(), 2u);
+  for (const auto& row : j["attention"]["contexts"]) EXPECT_GT(row["indexer_us"].get<double>(), 0.0);
+  r = test::run_command(cmd + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("attention per token, one CSA layer"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("read probe"), std::string::npos) << r.output;
+  const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
+  r = test::run_command(test::cli_path().string() + " bench --attention-only --model-only --model " + ckpt_dir.string() +
+                        " 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.attention_only_and_model_only"), std::string::npos) << r.output;
+}
+
 TEST(KernelBenchCli, RejectsBadFlags) {
   auto r = test::run_command(test::cli_path().string() + " bench --isa sse9 2>&1");
   EXPECT_NE(r.exit_code, 0);

@@ -14,6 +14,7 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/indexer.h"
 #include "kernel_isas.h"
@@ -165,6 +166,137 @@ TEST(KernelIndexer, KeysBf16CannotHoldTakeTheFp32Path) {
       }
     }
   }
+}
+
+// bf16 values with random exponents in [-e, e] (independent per element): the fp32 sums of their
+// products are inexact, so every summation order gives other bits — what pins down the VDPBF16PS order.
+std::vector<float> wide_bf16(std::mt19937& rng, int64_t n, int e) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-e, e);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = round_bf16(std::ldexp(nd(rng), ex(rng)));
+  return x;
+}
+
+// Makes every q·k cancel: k[0] = 2^16, k[d-1] = −2^16 and q[0] = q[d-1] = 1 for every head, so the rest
+// of the dot is summed next to 2^16 (fp32 ulp 2^-7) in an order-dependent way, then the big terms cancel.
+void add_cancellation(std::vector<float>& q, int64_t nh, std::vector<float>& keys, int64_t n, int64_t d) {
+  if (d < 2) return;
+  for (int64_t h = 0; h < nh; ++h) q[static_cast<size_t>(h * d)] = q[static_cast<size_t>(h * d + d - 1)] = 1.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    keys[static_cast<size_t>(t * d)] = 65536.0f;
+    keys[static_cast<size_t>(t * d + d - 1)] = -65536.0f;
+  }
+}
+
+// The avx512bf16 loop's documented order (attention_tiles_avx512bf16.cc), written from VDPBF16PS's
+// definition: per pair p, acc = (acc + q[2p+1]·k[2p+1]) + q[2p]·k[2p] in fp32 (bf16 products are exact in
+// fp32; an odd head_dim's last pair has a zero high half), then the reference's per-head steps.
+void emulate_bf16_scores(const float* q, int64_t nh, int64_t d, const float* keys, int64_t n, const float* w,
+                         float* scores) {
+  for (int64_t t = 0; t < n; ++t) {
+    double sum = 0.0;
+    for (int64_t h = 0; h < nh; ++h) {
+      float acc = 0.0f;
+      for (int64_t p = 0; 2 * p < d; ++p) {
+        const float odd = 2 * p + 1 < d ? q[h * d + 2 * p + 1] * keys[t * d + 2 * p + 1] : 0.0f;
+        acc = acc + odd;
+        acc = acc + q[h * d + 2 * p] * keys[t * d + 2 * p];
+      }
+      const float s = round_bf16(acc);
+      sum += static_cast<double>(round_bf16((s > 0.0f ? s : 0.0f) * w[h]));
+    }
+    scores[t] = round_bf16(static_cast<float>(sum));
+  }
+}
+
+// The VDPBF16PS loop (32 keys × 8 heads per pass) against its scalar emulation, bit for bit, on
+// bf16-exact inputs whose sums are inexact: keys around the 16/32-key groups, heads around the 8-head
+// blocks, head_dim odd / off the 32-dim transpose blocks, misaligned pointers, serial and 3 threads; no
+// bf16 refusal on any of them (all magnitudes far above the 2^-56 guard).
+TEST(KernelIndexer, Bf16PathMatchesItsEmulationBitForBit) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  std::mt19937 rng(16);
+  ThreadPool pool(3);
+  const uint64_t refusals0 = bf16_refusals();
+  int64_t differs_from_ref = 0;
+  for (int64_t nh : {1, 7, 8, 9, 17, 64})
+    for (int64_t hd : {7, 32, 33, 100, 128})
+      for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 65, 200}) {
+        const size_t off = static_cast<size_t>((nh + hd + n) % 3);  // 0-2 floats past the vector's start
+        auto q = wide_bf16(rng, nh * hd, 4);
+        auto keys = wide_bf16(rng, n * hd, 4);
+        add_cancellation(q, nh, keys, n, hd);
+        q.insert(q.begin(), off, 0.0f);
+        keys.insert(keys.begin(), off, 0.0f);
+        const float* qp = q.data() + off;
+        const float* kp = keys.data() + off;
+        const auto w = head_weights(rng, nh);
+        std::vector<float> want(static_cast<size_t>(n)), ref_scores(static_cast<size_t>(n));
+        emulate_bf16_scores(qp, nh, hd, kp, n, w.data(), want.data());
+        ref::indexer_scores(qp, nh, hd, kp, n, w.data(), ref_scores.data());
+        for (int64_t t = 0; t < n; ++t) differs_from_ref += !same_bits(want[static_cast<size_t>(t)], ref_scores[static_cast<size_t>(t)]);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> got(static_cast<size_t>(n), -7.0f);
+          indexer_scores(qp, nh, hd, kp, n, w.data(), got.data(), {Isa::kAvx512Bf16, p});
+          for (int64_t t = 0; t < n; ++t)
+            ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
+                << "nh=" << nh << " hd=" << hd << " n=" << n << " t=" << t << ": " << got[static_cast<size_t>(t)]
+                << " vs " << want[static_cast<size_t>(t)];
+        }
+      }
+  EXPECT_EQ(bf16_refusals(), refusals0);
+  // The inputs really are order-sensitive (else this test could not tell orders apart).
+  EXPECT_GT(differs_from_ref, 100);
+}
+
+// The guard: a q value below 2^-56 (VDPBF16PS would flush products of it) or not exact in bf16 sends the
+// whole call to the AVX-512 fp32 loop; such a key sends its 32-key group. One refusal per decision; the
+// other groups stay on VDPBF16PS (their emulation's bits).
+TEST(KernelIndexer, Bf16PathFallsBackOnTinyOrInexactValues) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  std::mt19937 rng(17);
+  const int64_t nh = 16, hd = 128, n = 96;  // three 32-key groups
+  const auto w = head_weights(rng, nh);
+  auto base_q = wide_bf16(rng, nh * hd, 4);
+  auto base_keys = wide_bf16(rng, n * hd, 4);
+  add_cancellation(base_q, nh, base_keys, n, hd);
+  auto run = [&](const std::vector<float>& q, const std::vector<float>& keys, Isa isa, std::vector<float>* out) {
+    out->assign(static_cast<size_t>(n), -7.0f);
+    const uint64_t r0 = bf16_refusals();
+    indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), out->data(), {isa, nullptr});
+    return bf16_refusals() - r0;
+  };
+  std::vector<float> got, fp32, emul(static_cast<size_t>(n));
+  for (const float odd : {std::ldexp(1.0f, -57), std::ldexp(-1.0f, -80), 1.0f + std::ldexp(1.0f, -12)}) {
+    // In q: the whole call on the fp32 loop.
+    auto q = base_q;
+    q[5 * hd + 77] = odd;  // not a cancelling element
+    EXPECT_EQ(run(q, base_keys, Isa::kAvx512Bf16, &got), 1u);
+    run(q, base_keys, Isa::kAvx512, &fp32);
+    for (int64_t t = 0; t < n; ++t) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], fp32[static_cast<size_t>(t)])) << t;
+    // In key 40 (group 1): that group on the fp32 loop, groups 0 and 2 on VDPBF16PS.
+    auto keys = base_keys;
+    keys[40 * hd + 3] = odd;
+    EXPECT_EQ(run(base_q, keys, Isa::kAvx512Bf16, &got), 1u);
+    run(base_q, keys, Isa::kAvx512, &fp32);
+    emulate_bf16_scores(base_q.data(), nh, hd, keys.data(), n, w.data(), emul.data());
+    int64_t fp32_differs = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      const float want = t >= 32 && t < 64 ? fp32[static_cast<size_t>(t)] : emul[static_cast<size_t>(t)];
+      EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], want)) << "t=" << t;
+      fp32_differs += !same_bits(fp32[static_cast<size_t>(t)], emul[static_cast<size_t>(t)]);
+    }
+    EXPECT_GT(fp32_differs, 0);  // the two orders are distinguishable on these inputs
+  }
+  // Exactly 2^-56 and zeros pass the guard.
+  auto q = base_q;
+  q[3] = std::ldexp(1.0f, -56);
+  q[4] = 0.0f;
+  q[5] = -0.0f;
+  EXPECT_EQ(run(q, base_keys, Isa::kAvx512Bf16, &got), 0u);
+  emulate_bf16_scores(q.data(), nh, hd, base_keys.data(), n, w.data(), emul.data());
+  for (int64_t t = 0; t < n; ++t) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], emul[static_cast<size_t>(t)])) << t;
 }
 
 TEST(KernelIndexer, TopkMatchesStableDescendingSort) {

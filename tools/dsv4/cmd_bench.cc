@@ -44,7 +44,7 @@ using bench::time_per_call;
 constexpr int64_t kMiB = 1024 * 1024;
 
 constexpr const char* kUsage =
-    "usage: dsv4 bench [--model DIR [--model-only]] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|avx512bf16|amx]\n"
+    "usage: dsv4 bench [--model DIR [--model-only]] [--attention-only] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|avx512bf16|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--backend cpu|reference]\n"
@@ -85,6 +85,7 @@ constexpr const char* kUsage =
     "  --amx-dense-tokens / --amx-routed-tokens: the model's AMX routing (kernels::AmxRouting): the fewest rows\n"
     "  a dense projection (attention, indexer, compressor, gate, shared expert, head) / a routed expert's call\n"
     "  runs on AMX with; defaults 1 / 16.\n"
+    "  --attention-only: only the attention section (no probes, GEMV, MoE, prefill GEMM or model rows).\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
     "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
 
@@ -431,7 +432,7 @@ int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
                              "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa",
                              "--amx-dense-tokens", "--amx-routed-tokens"},
-                            {"--json", "--help", "--model-only"});
+                            {"--json", "--help", "--model-only", "--attention-only"});
   if (!parsed.is_ok()) {
     std::fputs(kUsage, stderr);
     return report_error("bench", parsed.status());
@@ -476,6 +477,10 @@ int cmd_bench(int argc, char** argv) {
   const bool model_only = args.has("--model-only");
   if (model_only && !args.get("--model"))
     return report_error("bench", invalid_argument("bench.model_only_needs_model", "--model-only needs --model DIR"));
+  const bool attention_only = args.has("--attention-only");
+  if (attention_only && model_only)
+    return report_error("bench", invalid_argument("bench.attention_only_and_model_only",
+                                                  "--attention-only and --model-only exclude each other"));
   auto contexts = parse_int_list(args.get_or("--contexts", "1024,4096,16384,65536"), 1, int64_t{1} << 22);
   if (!contexts.is_ok())
     return report_error("bench", invalid_argument("bench.bad_contexts", "--contexts wants N,N,... in [1, 4194304]"));
@@ -528,6 +533,15 @@ int cmd_bench(int argc, char** argv) {
   report["isa"] = kernels::isa_name(used);
   report["llc_bytes"] = llc;
   report["model_only"] = model_only;
+
+  // --attention-only: section 5 alone (its rows are times, read against nothing the probes measure).
+  if (attention_only) {
+    if (!json) std::printf("machine: %d threads, isa %s\n", pool.n_threads(), kernels::isa_name(used));
+    const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
+    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
+    if (json) std::printf("%s\n", report.dump(2).c_str());
+    return 0;
+  }
 
   // 1. Read bandwidth, on 4 KiB pages and on huge pages; the machine's limit is the higher of each figure.
   if (!json)

@@ -53,6 +53,10 @@ void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* row
 void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
+// VDPBF16PS, 32 keys × 8 heads per pass, for bf16-exact q and keys with every nonzero |value| ≥ 2^-56
+// (attention_tiles_avx512bf16.cc); anything else goes to the AVX-512 loop.
+void indexer_scores_avx512bf16(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                               const float* w, float* scores);
 // AMX-BF16 tiles for bf16-exact (FP4-simulated) q and keys; anything else goes to the AVX-512 loop.
 void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                         const float* w, float* scores);
@@ -65,7 +69,8 @@ struct AttnTiles {
   AttnRescaleFn rescale;
 };
 
-// isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores).
+// isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores; kAvx512Bf16: the
+// AVX-512 loops, and VDPBF16PS for the indexer scores).
 AttnTiles attn_tiles_for(Isa isa);
 IndexerScoresFn indexer_scores_for(Isa isa);
 

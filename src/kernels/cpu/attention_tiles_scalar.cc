@@ -55,7 +55,8 @@ AttnTiles attn_tiles_for(Isa isa) {
 IndexerScoresFn indexer_scores_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::kAmx) return indexer_scores_amx;
-  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) return indexer_scores_avx512;
+  if (isa == Isa::kAvx512Bf16) return indexer_scores_avx512bf16;
+  if (isa == Isa::kAvx512) return indexer_scores_avx512;
   if (isa == Isa::kAvx2) return indexer_scores_avx2;
 #endif
   (void)isa;

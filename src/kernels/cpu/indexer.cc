@@ -17,10 +17,11 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
   DSV4_CHECK(n_heads > 0 && head_dim > 0 && n_keys >= 0, "indexer_scores: bad shape");
   if (n_keys == 0) return;
   const auto fn = detail::indexer_scores_for(resolve_isa(opt.isa));
-  // Whole 16-key tiles per thread, and at least ~64K multiply-adds per chunk so that a small call does
-  // not pay a pool wake-up for microseconds of work.
+  // Whole 32-key groups per chunk (the VDPBF16PS loop's; two of the other loops' 16-key tiles), and at
+  // least ~1M multiply-adds per chunk (~8 us on VDPBF16PS): each chunk converts q again, and a small call
+  // should not pay a pool wake-up for microseconds of work.
   const int64_t per_key = n_heads * head_dim;
-  const int64_t kGrain = std::max<int64_t>(16, ((65536 / per_key + 15) / 16) * 16);
+  const int64_t kGrain = std::max<int64_t>(32, (((int64_t{1} << 20) / per_key + 31) / 32) * 32);
   if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1) {
     fn(q, n_heads, head_dim, keys, 0, n_keys, w, scores);
     return;

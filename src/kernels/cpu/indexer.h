@@ -11,6 +11,11 @@
 //    the 32-block scale exponents of q_h and k_t (summed per block) span at most 9 binades, and the
 //    scores are then bit-identical in any summation order. Outside that condition (or for arbitrary
 //    floats) a head term may move by one bf16 ulp: |score − ref| ≤ 2^-7·Σ_h |term_h| + 2^-7·|ref|.
+//  * Isa::kAvx512Bf16 runs the dots on VDPBF16PS (32 keys × 8 heads per pass, keys in lanes) when q and a
+//    32-key group are exact in bf16 with every nonzero |value| ≥ 2^-56 (so its DAZ/FTZ never acts); each
+//    dot is then an fp32 sum in one documented order (attention_tiles_avx512bf16.cc, emulated bit for bit
+//    by the tests), the same exactness argument applying; a q or group outside that takes the fp32 loop
+//    (a bf16 refusal).
 //  * Isa::kAmx runs the dots on AMX-BF16 tiles (fp32 accumulation) when q and a 16-key group are exact in
 //    bf16 (FP4-simulated values are), the same exactness argument applying; other groups take the fp32
 //    loop.

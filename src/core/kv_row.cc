@@ -70,10 +70,17 @@ void decode_index_key(std::span<const uint8_t> entry, std::span<float> key) {
   DSV4_CHECK(d > 0 && d % kIndexKeyBlock == 0 && static_cast<int64_t>(entry.size()) == index_key_bytes(d),
              "decode_index_key: bad sizes");
   const uint8_t* scales = entry.data() + d / 2;
-  for (size_t i = 0; i < key.size(); i += 2) {
-    const float s = e8m0_to_float(scales[i / kIndexKeyBlock]);
-    key[i] = e2m1_unpack_lo(entry[i / 2]) * s;
-    key[i + 1] = e2m1_unpack_hi(entry[i / 2]) * s;
+  // The scale once per block, codes through plain pointers: the indexer decodes every stored key at every
+  // step (model/deepseek_v4/indexer.cc), and an ldexp per element pair made that 233 ns per 128-dim key
+  // (3.8 ms per CSA layer and token at a 64K context, 16K keys); now ~45 ns. Same products, same bits.
+  for (int64_t b = 0; b < d; b += kIndexKeyBlock) {
+    const float s = e8m0_to_float(scales[b / kIndexKeyBlock]);
+    const uint8_t* codes = entry.data() + b / 2;
+    float* out = key.data() + b;
+    for (int64_t i = 0; i < kIndexKeyBlock / 2; ++i) {
+      out[2 * i] = e2m1_unpack_lo(codes[i]) * s;
+      out[2 * i + 1] = e2m1_unpack_hi(codes[i]) * s;
+    }
   }
 }
 

@@ -428,7 +428,7 @@ const char* row_order_name(RowOrder o) {
   }
   return "?";
 }
-void fp4_order_case(benchmark::State& state, RowOrder order, int64_t m, int64_t k) {
+void fp4_order_case(benchmark::State& state, Isa isa, RowOrder order, int64_t m, int64_t k) {
   const uint8_t* region = dense_stream_region(dsv4::PageKind::kHuge);
   if (region == nullptr) {
     state.SkipWithError("no memory for the stream region");
@@ -442,7 +442,7 @@ void fp4_order_case(benchmark::State& state, RowOrder order, int64_t m, int64_t 
     return v;
   }();
   const auto x = activations(m, k);
-  const kd::Fp4Kernel kern = kd::fp4_kernel_for(Isa::kAvx512, /*x_bf16_exact=*/true);
+  const kd::Fp4Kernel kern = kd::fp4_kernel_for(isa, kd::x_exactness(x.data(), m * k));
   const int64_t ldx = kd::fp4_x_stride(kern.layout, k);
   std::vector<float> xp(static_cast<size_t>(m * ldx));
   kd::fp4_prepare_x(kern.layout, x.data(), m, k, xp.data());
@@ -496,7 +496,7 @@ void fp4_order_case(benchmark::State& state, RowOrder order, int64_t m, int64_t 
 // The cache-resident and moe_layer cases pass amx_min_tokens = 1: their "amx" cases time the AMX kernel at
 // every m (the library default keeps calls below kAmxMinTokensDefault tokens on the vector tiles).
 const int kRegistered = [] {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     const std::string tag = dsv4::kernels::isa_name(isa);
     for (int64_t m : {1, 2, 4, 8, 16, 64, 256}) {
@@ -520,6 +520,9 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/512x2048").c_str(),
                                      [=](benchmark::State& s) { fp8_case(s, isa, 512, 2048, m); });
       }
+      if (isa == Isa::kAvx512Bf16 && m <= 8)
+        benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/2048x1024").c_str(),
+                                     [=](benchmark::State& s) { fp4_case(s, isa, 2048, 1024, m); });
       if (isa == Isa::kAvx512 && m <= 8) {
         benchmark::RegisterBenchmark(("bf16_gemm/" + tag + mm + "/512x1024").c_str(),
                                      [=](benchmark::State& s) { bf16_case(s, isa, 512, 1024, m); });
@@ -530,19 +533,25 @@ const int kRegistered = [] {
       }
     }
   }
-  if (dsv4::kernels::isa_supported(Isa::kAvx512))
+  // The AVX-512 cases keep their names (fp4_tile_stream/<order>/...); the VDPBF16PS tile's carry its ISA.
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    const std::string prefix = isa == Isa::kAvx512 ? "fp4_tile_stream/" : "fp4_tile_stream/" + std::string(dsv4::kernels::isa_name(isa)) + "/";
     for (RowOrder order : {RowOrder::kOneStream, RowOrder::kPairs32, RowOrder::kTwoHalves, RowOrder::kFourStreams})
-      for (int64_t m : {1, 2})
-        for (int64_t k : {4096, 2048})
-          benchmark::RegisterBenchmark(("fp4_tile_stream/" + std::string(row_order_name(order)) + "/m=" +
-                                        std::to_string(m) + "/k=" + std::to_string(k))
+      for (int64_t m : {1, 2, 8})
+        for (int64_t k : {4096, 2048}) {
+          if (m == 8 && isa == Isa::kAvx512) continue;
+          benchmark::RegisterBenchmark((prefix + std::string(row_order_name(order)) + "/m=" + std::to_string(m) +
+                                        "/k=" + std::to_string(k))
                                            .c_str(),
-                                       [=](benchmark::State& s) { fp4_order_case(s, order, m, k); });
+                                       [=](benchmark::State& s) { fp4_order_case(s, isa, order, m, k); });
+        }
+  }
   if (dsv4::kernels::isa_supported(Isa::kAmx))
     for (int64_t m : {1, 4, 8})
       benchmark::RegisterBenchmark(("moe_layer/amx/m=" + std::to_string(m) + "/24x4096x2048").c_str(),
                                    [=](benchmark::State& s) { moe_layer_case(s, Isa::kAmx, m); });
-  for (Isa isa : {Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t m : {1, 4, 8})
       benchmark::RegisterBenchmark(("moe_layer/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
@@ -560,7 +569,7 @@ const int kRegistered = [] {
                                          [=](benchmark::State& s) { fp4_stream_case(s, isa, kind, threads, m, k); })
                 ->UseRealTime();
   }
-  for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int threads : {1, 2})
       for (int64_t m : {1, 8})

@@ -26,11 +26,13 @@ struct Routing {
   kernels::AmxRouting amx;
 };
 
-// AVX-512 (the FP4 nibble-plane choice), AMX with the default routing (routed experts move to AMX from
+// AVX-512 (the FP4 nibble-plane choice), AVX512_BF16 (the FP4 VDPBF16PS tile's), AMX with the default routing (routed experts move to AMX from
 // 16 rows, so a 40-token prefill exercises both), and every weight on AMX from 1 row.
 std::vector<Routing> routings() {
   std::vector<Routing> out;
   if (kernels::isa_supported(kernels::Isa::kAvx512)) out.push_back({"avx512", kernels::Isa::kAvx512, {}});
+  // The VDPBF16PS tier: its FP4 tile also refuses nonzero activations below 2^-100.
+  if (kernels::isa_supported(kernels::Isa::kAvx512Bf16)) out.push_back({"avx512bf16", kernels::Isa::kAvx512Bf16, {}});
   if (kernels::isa_supported(kernels::Isa::kAmx)) {
     out.push_back({"amx_default", kernels::Isa::kAmx, {}});
     out.push_back({"amx_everywhere", kernels::Isa::kAmx, {1, 1}});

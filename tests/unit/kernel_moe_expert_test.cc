@@ -148,7 +148,8 @@ void check_expert(const E& e, int64_t n_tokens, std::mt19937& rng, Fused fused, 
     int64_t amx_min;
   };
   for (const Path path : {Path{Isa::kScalar, kAmxMinTokensDefault}, Path{Isa::kAvx2, kAmxMinTokensDefault},
-                          Path{Isa::kAvx512, kAmxMinTokensDefault}, Path{Isa::kAmx, kAmxMinTokensDefault},
+                          Path{Isa::kAvx512, kAmxMinTokensDefault}, Path{Isa::kAvx512Bf16, kAmxMinTokensDefault},
+                          Path{Isa::kAmx, kAmxMinTokensDefault},
                           Path{Isa::kAmx, 1}}) {
     const Isa isa = path.isa;
     if (!isa_supported(isa)) continue;

@@ -94,7 +94,7 @@ TEST(KernelMoeLayer, MatchesPerTokenExpertCompositionOnEveryIsa) {
   const Layer l(256, 128);
   const int64_t kD = l.kD;
   ThreadPool pool(3);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const std::vector<float> want = l.composition(kTokens, isa, isa);
     MoeLayerWeights lw{l.experts.data(), kExperts, &l.shared, kLimit};
@@ -170,7 +170,7 @@ TEST(KernelMoeLayer, PrefillBatchWithExpertsPastOneTokenTile) {
   l.rw.resize(l.ids.size());
   for (size_t i = 0; i < l.rw.size(); ++i) l.rw[i] = 0.05f + 0.01f * static_cast<float>(i % 37);
   ThreadPool pool(3);
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!isa_supported(isa)) continue;
     const std::vector<float> all_on_isa = l.composition(kN, isa, isa);
     // AMX: the default thresholds (routed from 16 tokens, shared from 1), every expert from 1 token, and

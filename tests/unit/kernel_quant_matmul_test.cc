@@ -12,12 +12,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles.h"
 #include "kernel_isas.h"
@@ -34,7 +36,7 @@ struct Oracle {
 
 std::vector<Isa> fast_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
     if (isa_supported(isa)) out.push_back(isa);
   return out;
 }
@@ -499,7 +501,7 @@ TEST(KernelQuantMatmul, Bf16TileEveryShapeAgainstOracle) {
 // tile's shape, at K with partial 128-chunks and past the 16-block scale groups, with the extreme scale
 // codes 0 (2^-127) and 254; a 255 (NaN) scale makes its row NaN and leaves the other row alone.
 TEST(KernelQuantMatmul, Fp4PlanesTileEveryWidthAgainstOracle) {
-  const detail::Fp4Kernel kern = detail::fp4_kernel_for(resolve_isa(Isa::kAvx512), /*x_bf16_exact=*/true);
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for(resolve_isa(Isa::kAvx512), detail::XExact::kBf16);
   if (kern.layout != detail::Fp4XLayout::kNibblePlanes) GTEST_SKIP() << "no AVX-512";
   std::mt19937 rng(37);
   for (int64_t k : {32, 96, 128, 160, 512, 544, 1056}) {
@@ -554,6 +556,155 @@ TEST(KernelQuantMatmul, Fp4PlanesTileEveryWidthAgainstOracle) {
         }
       }
     }
+  }
+}
+
+// The VDPBF16PS tile's documented order (quant_tiles_fp4_avx512bf16.cc), in plain fp32 scalar code: per
+// 128-element chunk and lane i, s = +0, then for q = 0..3 s = (s + p[e + 4]) + p[e] (e = 128c + 8i + q,
+// p = x·E2M1 value, exact in fp32, +0 past k), then acc[i] = fma(s, scale of block 4c + i/4, acc[i]) (a
+// block past k reads scale code 0), and the 16 lanes summed i + 8 onto i, then + 4, + 2, + 1.
+float emulate_fp4_bf16_dot(const uint8_t* w, const uint8_t* s, const float* x, int64_t k) {
+  float acc[16] = {};
+  for (int64_t c = 0; c < k; c += 128) {
+    for (int i = 0; i < 16; ++i) {
+      auto prod = [&](int64_t e) {
+        if (e >= k) return 0.0f;
+        const uint8_t byte = w[e / 2];
+        return x[e] * e2m1_to_float(static_cast<uint8_t>(e % 2 == 0 ? byte & 0xF : byte >> 4));
+      };
+      float sum = 0.0f;
+      for (int q = 0; q < 4; ++q) {
+        const int64_t e = c + 8 * i + q;
+        sum = (sum + prod(e + 4)) + prod(e);
+      }
+      const int64_t block = (c + 8 * i) / 32;
+      acc[i] = std::fma(sum, detail::kE8m0ToFloat[block < k / 32 ? s[block] : 0], acc[i]);
+    }
+  }
+  float a[8], b[4];
+  for (int i = 0; i < 8; ++i) a[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) b[i] = a[i] + a[i + 4];
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+bool same_float(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0 || (std::isnan(a) && std::isnan(b)); }
+
+// The VDPBF16PS FP4 tile (Isa::kAvx512Bf16) called directly at every shape (1..2 rows × 1..8 tokens), bit
+// for bit against the scalar emulation of its order, and within the oracle's bound: K with partial
+// 128-chunks and past the 16-block scale groups, every E2M1 code, scale codes over the whole range (0 =
+// 2^-127 and 254 = 2^127 with products that overflow, 255 = NaN on one block), activations at many
+// magnitudes down to 2^-100, weights and prepared activations misaligned.
+TEST(KernelQuantMatmul, Fp4Bf16DotTileMatchesEmulationBitForBit) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for(Isa::kAvx512Bf16, detail::XExact::kBf16Dot);
+  ASSERT_EQ(kern.layout, detail::Fp4XLayout::kBf16Pairs);
+  std::mt19937 rng(4242);
+  int cases = 0;
+  for (int64_t k : {32, 64, 96, 128, 160, 512, 544, 1056, 2048, 4096}) {
+    for (int variant = 0; variant < 3; ++variant, ++cases) {
+      const size_t woff = static_cast<size_t>(cases % 3), xoff = static_cast<size_t>(cases % 5);
+      Fp4Case c = make_fp4(rng, 2, k, woff);
+      const int64_t nb = k / 32;
+      std::uniform_int_distribution<int> any_scale(0, 254);
+      if (variant == 1)
+        for (int64_t b = 0; b < 2 * nb; ++b) c.scales[woff + static_cast<size_t>(b)] = static_cast<uint8_t>(any_scale(rng));
+      if (variant == 2) c.scales[woff + static_cast<size_t>(nb + nb / 2)] = 255;  // row 1: NaN
+      std::vector<float> x = make_x(rng, 8, k, 0);
+      if (variant == 2)  // activations from 2^-100 up: every nonzero product stays a normal fp32
+        for (int64_t t = 0; t < 8; ++t)
+          for (int64_t i = 0; i < k; i += 3) x[static_cast<size_t>(t * k + i)] = std::ldexp(i % 2 ? -1.0f : 1.5f, -100 + static_cast<int>(i % 97));
+      for (float& v : x) v = round_bf16(v);
+      ASSERT_EQ(detail::x_exactness(x.data(), 8 * k), detail::XExact::kBf16Dot);
+      const int64_t ldx = detail::fp4_x_stride(kern.layout, k);
+      std::vector<float> xbuf(xoff + static_cast<size_t>(8 * ldx));
+      float* xp = xbuf.data() + xoff;
+      detail::fp4_prepare_x(kern.layout, x.data(), 8, k, xp);
+      const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); });
+      for (int rows = 1; rows <= 2; ++rows) {
+        for (int tokens = 1; tokens <= 8; ++tokens) {
+          for (int j0 = 0; j0 + tokens <= 8; j0 += tokens) {
+            detail::Fp4Tile t;
+            for (int r = 0; r < 2; ++r) {
+              t.w[r] = c.w.packed + (r + 2 - rows) * (k / 2);  // one row: row 1 (the one with the NaN block)
+              t.s[r] = c.w.scales + (r + 2 - rows) * nb;
+            }
+            t.n_rows = rows;
+            t.x = xp + j0 * ldx;
+            t.ldx = ldx;
+            t.n_tokens = tokens;
+            t.k = k;
+            kern.tile(t);
+            for (int r = 0; r < rows; ++r) {
+              const int row = r + 2 - rows;
+              for (int j = 0; j < tokens; ++j) {
+                const int tok = j0 + j;
+                const std::string at = "k=" + std::to_string(k) + " variant " + std::to_string(variant) + " tile " +
+                                       std::to_string(rows) + "x" + std::to_string(tokens) + " row " +
+                                       std::to_string(row) + " token " + std::to_string(tok);
+                const float want = emulate_fp4_bf16_dot(t.w[r], t.s[r], x.data() + tok * k, k);
+                ASSERT_TRUE(same_float(t.sums[r][j], want)) << at << " got " << t.sums[r][j] << " want " << want;
+                const size_t i = static_cast<size_t>(tok * 2 + row);
+                if (variant == 0) {
+                  const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+                  ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at << " got " << t.sums[r][j];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The guard in front of the VDPBF16PS tile: x_exactness's classes at their edges, and fp4_gemm on
+// Isa::kAvx512Bf16 with activations it must refuse — a nonzero below 2^-100 (which VDPBF16PS would
+// flush: bf16 denormals read as zero, tiny products' sums flushed) and values not exact in bf16 — takes
+// the AVX-512 tiles (the same bits as Isa::kAvx512), counts one bf16 refusal per call and stays within
+// the oracle's bound; ordinary activations take the tile (its emulated bits) and count nothing.
+TEST(KernelQuantMatmul, Fp4Bf16DotGuardFallsBackForTinyOrInexactActivations) {
+  const auto cls = [](float v) { return detail::x_exactness(&v, 1); };
+  EXPECT_EQ(cls(0.0f), detail::XExact::kBf16Dot);
+  EXPECT_EQ(cls(-0.0f), detail::XExact::kBf16Dot);
+  EXPECT_EQ(cls(std::ldexp(1.0f, -100)), detail::XExact::kBf16Dot);
+  EXPECT_EQ(cls(-std::ldexp(1.9921875f, -101)), detail::XExact::kBf16);  // largest bf16 below 2^-100
+  EXPECT_EQ(cls(std::ldexp(1.0f, -130)), detail::XExact::kBf16);         // an fp32 (and bf16) denormal
+  EXPECT_EQ(cls(std::numeric_limits<float>::infinity()), detail::XExact::kBf16Dot);
+  EXPECT_EQ(cls(1.0f + std::ldexp(1.0f, -10)), detail::XExact::kNone);
+  EXPECT_EQ(cls(std::ldexp(1.0f, -149)), detail::XExact::kNone);  // low bits set
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
+  std::mt19937 rng(515);
+  constexpr int64_t kN = 34, kK = 4128, kM = 3;
+  Fp4Case c = make_fp4(rng, kN, kK, 0);
+  const auto weight = [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); };
+  for (int kind = 0; kind < 4; ++kind) {
+    std::vector<float> x = make_x(rng, kM, kK, 0);
+    for (float& v : x) v = round_bf16(v);
+    // 0: ordinary; 1: tiny values of one token (2^-101 .. 2^-126, normal in fp32 and bf16); 2: bf16
+    // denormals; 3: one value not exact in bf16.
+    if (kind == 1)
+      for (int64_t i = 0; i < kK; i += 5) x[static_cast<size_t>(kK + i)] = std::ldexp(i % 2 ? 1.5f : -1.0f, -101 - static_cast<int>(i % 26));
+    if (kind == 2)
+      for (int64_t i = 0; i < kK; i += 7) x[static_cast<size_t>(2 * kK + i)] = std::ldexp(1.0f, -127 - static_cast<int>(i % 6));
+    if (kind == 3) x[static_cast<size_t>(kK + 77)] = 1.0f + std::ldexp(1.0f, -12);
+    const std::string tag = "kind " + std::to_string(kind);
+    std::vector<float> got(static_cast<size_t>(kM * kN)), avx512(got.size());
+    const uint64_t before = bf16_refusals();
+    fp4_gemm(c.w, x.data(), kM, got.data(), MatmulOptions{false, Isa::kAvx512Bf16, nullptr, 1});
+    EXPECT_EQ(bf16_refusals() - before, kind == 0 ? 0u : 1u) << tag;
+    fp4_gemm(c.w, x.data(), kM, avx512.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+    const Oracle o = oracle(kN, kK, kM, x.data(), weight);
+    expect_within_bound(o, got, kK, tag);
+    for (int64_t t = 0; t < kM; ++t)
+      for (int64_t r = 0; r < kN; ++r) {
+        const size_t i = static_cast<size_t>(t * kN + r);
+        if (kind == 0) {
+          const float want = emulate_fp4_bf16_dot(c.w.packed + r * (kK / 2), c.w.scales + r * (kK / 32), x.data() + t * kK, kK);
+          ASSERT_TRUE(same_float(got[i], want)) << tag << " row " << r << " token " << t;
+        } else {
+          ASSERT_TRUE(same_float(got[i], avx512[i])) << tag << " row " << r << " token " << t << " (fallback)";
+        }
+      }
   }
 }
 

@@ -77,7 +77,8 @@ float swiglu_clamped(float g, float u, float route_weight, float limit) {
 }
 
 int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {
-  // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles; nibble planes pad to 128).
+  // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles; nibble planes pad to 128,
+  // the most any layout takes).
   return n_tokens * std::max(3 * n_inter, n_inter + (d_model + 127) / 128 * 128);
 }
 
@@ -95,7 +96,7 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
     return moe_expert_fp4_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const detail::Fp4Kernel kern =
-      detail::fp4_kernel_for(isa, isa != Isa::kScalar && detail::bf16_exact(x, n_tokens * d_model));
+      detail::fp4_kernel_for(isa, isa == Isa::kScalar ? detail::XExact::kNone : detail::x_exactness(x, n_tokens * d_model));
   const int64_t ldx = detail::fp4_x_stride(kern.layout, d_model);
   const float* xs = x;
   if (kern.layout != detail::Fp4XLayout::kNatural) {

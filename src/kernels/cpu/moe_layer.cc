@@ -266,10 +266,6 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   DSV4_CHECK(d % 128 == 0 && n_inter % 128 == 0 && shared_inter % 128 == 0, "moe_layer: dims must be multiples of 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  // Both FP4 stages read fake-quantized FP8 activations (xq below, then h): power-of-two scales times
-  // E4M3 values, exact in bf16.
-  const detail::Fp4Kernel fp4 = detail::fp4_kernel_for(isa, /*x_bf16_exact=*/true);
-  const detail::Fp4TileFn fp4_tile = fp4.tile;
   // The shared expert's FP8 stages read the same activations as floats.
   const detail::Fp8TileFn fp8_tile = detail::fp8_tile_for(isa);
 
@@ -343,6 +339,10 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     return;
   }
 #endif
+  // Both FP4 stages read fake-quantized FP8 activations (xq, then h): power-of-two scales times E4M3
+  // values, exact in bf16. Each stage picks its tile from its inputs' magnitudes as well (fp4_kernel_for:
+  // the VDPBF16PS tile needs no nonzero below 2^-100).
+  const detail::Fp4Kernel fp4 = detail::fp4_kernel_for(isa, detail::x_exactness(xq, n_tokens * d));
   // Gathered activations per assignment ([n_assign, ldx1], in the FP4 tile's layout).
   const int64_t ldx1 = detail::fp4_x_stride(fp4.layout, d);
   float* xg = s.xperm.grow(max_assign * ldx1);
@@ -392,7 +392,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             t.s[0] = e.w1.scales + i * (d / 32);
             t.w[1] = e.w3.packed + i * (d / 2);
             t.s[1] = e.w3.scales + i * (d / 32);
-            fp4_tile(t);
+            fp4.tile(t);
             for (int j = 0; j < t.n_tokens; ++j)
               h[(a0 + t0 + j) * n_inter + i] = swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]),
                                                               assign_weight[a0 + t0 + j], w.swiglu_limit);
@@ -425,11 +425,9 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
     }
   });
 
-  // w2 inputs: bf16(h), then its FP8 1×128 quantization; routed rows also to the FP4 tile's layout.
+  // w2 inputs: bf16(h), then its FP8 1×128 quantization; then w2's tile is picked from the routed rows
+  // (as stage 1's from xq) and they are put in its layout.
   const int64_t n_h_rows = n_assign + (w.shared ? n_tokens : 0);
-  const bool prepare = fp4.layout != detail::Fp4XLayout::kNatural;
-  const int64_t ldx2 = detail::fp4_x_stride(fp4.layout, n_inter);
-  float* hp = s.hperm.grow(max_assign * ldx2);
   const float* hs = h + shared_h_off;  // [n_tokens, shared_inter]
   for_range(opt, n_h_rows, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t r = b; r < e; ++r) {
@@ -437,9 +435,16 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       const int64_t len = routed ? n_inter : shared_inter;
       float* row = routed ? h + r * n_inter : h + shared_h_off + (r - n_assign) * shared_inter;
       act_quant_fp8(row, row, len, 128, /*bf16_first=*/true, opt.isa);
-      if (routed && prepare) detail::fp4_prepare_x(fp4.layout, row, 1, n_inter, hp + r * ldx2);
     }
   });
+  const detail::Fp4Kernel fp4_w2 = detail::fp4_kernel_for(isa, detail::x_exactness(h, static_cast<int64_t>(n_assign) * n_inter));
+  const bool prepare = fp4_w2.layout != detail::Fp4XLayout::kNatural;
+  const int64_t ldx2 = detail::fp4_x_stride(fp4_w2.layout, n_inter);
+  float* hp = s.hperm.grow(max_assign * ldx2);
+  if (prepare)
+    for_range(opt, n_assign, 1, [&](int64_t b, int64_t e, int) {
+      detail::fp4_prepare_x(fp4_w2.layout, h + b * n_inter, e - b, n_inter, hp + b * ldx2);
+    });
   const float* h_routed = prepare ? hp : h;  // [n_assign, ldx2]
 #if defined(__x86_64__)
   if (shared_amx) shared_amx_pack_h(sa, hs, n_tokens, shared_inter);
@@ -485,7 +490,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
               t.w[r] = e.w2.packed + (n + r * step) * (n_inter / 2);
               t.s[r] = e.w2.scales + (n + r * step) * (n_inter / 32);
             }
-            fp4_tile(t);
+            fp4_w2.tile(t);
             std::memcpy(sums, t.sums, sizeof(sums));
           } else {
             const Fp8Expert& e = *w.shared;

@@ -88,6 +88,9 @@ void fp8_tile_avx512(Fp8Tile& t);
 void fp4_tile_avx512(Fp4Tile& t);
 // FP4 on fp32 FMAs over nibble planes (quant_tiles_fp4_avx512.cc); x in Fp4XLayout::kNibblePlanes.
 void fp4_tile_avx512_planes(Fp4Tile& t);
+// FP4 on VDPBF16PS over bf16 planes (quant_tiles_fp4_avx512bf16.cc); x in Fp4XLayout::kBf16Pairs, every
+// activation of the call XExact::kBf16Dot.
+void fp4_tile_avx512bf16(Fp4Tile& t);
 #endif
 
 Bf16TileFn bf16_tile_for(Isa isa);  // isa already resolved
@@ -99,15 +102,28 @@ enum class Fp4XLayout {
   kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (AVX2 / AVX-512 fp32 tiles)
   kNibblePlanes,  // floats: per 128-element chunk c, element 128c + 8i + q at float 128c + 16q + i (q < 8,
                   // i < 16), the row zero-padded to a multiple of 128 (the AVX-512 nibble-plane tile)
+  kBf16Pairs,     // bf16 pairs, one per float slot: per 128-element chunk c, slot 64c + 16q + i holds element
+                  // 128c + 8i + q (low half) and 128c + 8i + 4 + q (high half) (q < 4, i < 16), zero-padded to
+                  // a multiple of 128 elements (the VDPBF16PS tile)
 };
+// What a call's activations let an FP4 tile assume (x_exactness: one pass over them).
+enum class XExact {
+  kNone,     // some value is not exact in bf16
+  kBf16,     // every value exact in bf16 (its low 16 bits zero)
+  kBf16Dot,  // ... and every nonzero one at least 2^-100 in magnitude (bf16 exponent field ≥ 27, or inf /
+             // NaN): times an FP4 (≥ 0.5) or FP8 (≥ 2^-9) weight, every nonzero product and partial sum is
+             // then a multiple of ≥ 2^-126, so VDPBF16PS's denormals-are-zero / flush-to-zero never acts
+};
+XExact x_exactness(const float* x, int64_t n);
 struct Fp4Kernel {
   Fp4TileFn tile;
   Fp4XLayout layout;
 };
-// x_bf16_exact: every activation of the call is exact in bf16 (bf16_exact below; fake-quantized ones
-// always are). On AVX-512 that selects the nibble-plane tile, whose results differ from the block-order
-// tile's in summation order only; each is batch- and thread-count invariant.
-Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact);
+// x: what the call's activations allow (x_exactness; fake-quantized ones are always at least kBf16). On
+// AVX-512 and AMX, kBf16 or better selects the nibble-plane tile; on kAvx512Bf16, kBf16Dot selects the
+// VDPBF16PS tile and anything less falls back to the AVX-512 tiles (a bf16 refusal). The tiles' results
+// differ in summation order only; each is batch- and thread-count invariant.
+Fp4Kernel fp4_kernel_for(Isa isa, XExact x);
 // Floats one prepared row of k activations occupies (the tile's ldx).
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k);
 // x [n_tokens, k] → out [n_tokens, fp4_x_stride(layout, k)].

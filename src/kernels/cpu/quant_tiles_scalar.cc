@@ -11,6 +11,13 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+// The high 16 bits of x (its bf16 bits when x is exact in bf16).
+inline uint32_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits >> 16;
+}
+
 constexpr float e8m0_entry(int e) {
   if (e == 255) return std::bit_cast<float>(0x7FC00000u);
   if (e == 0) return std::bit_cast<float>(0x00400000u);  // 2^-127 is an fp32 subnormal
@@ -104,13 +111,17 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   }
 }
 
-Fp4Kernel fp4_kernel_for(Isa isa, bool x_bf16_exact) {
+Fp4Kernel fp4_kernel_for(Isa isa, XExact x) {
   switch (isa) {
 #if defined(__x86_64__)
-    case Isa::kAmx:
     case Isa::kAvx512Bf16:
+      if (x == XExact::kBf16Dot) return {fp4_tile_avx512bf16, Fp4XLayout::kBf16Pairs};
+      note_bf16_refusal();  // once per call, whichever AVX-512 tile takes it
+      if (x == XExact::kBf16) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
+      return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
+    case Isa::kAmx:
     case Isa::kAvx512:
-      if (x_bf16_exact) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
+      if (x != XExact::kNone) return {fp4_tile_avx512_planes, Fp4XLayout::kNibblePlanes};
       note_bf16_refusal();
       return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
@@ -132,8 +143,28 @@ bool bf16_exact(const float* x, int64_t n) {
   return low == 0;
 }
 
+XExact x_exactness(const float* x, int64_t n) {
+  // Two flags over all values, no early exit (the scan stays a plain vectorizable loop): low bits set
+  // anywhere, and a nonzero magnitude below 2^-100 (bits of |x| in (0, 27 << 23)).
+  uint32_t low = 0;
+  bool tiny = false;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    low |= bits & 0xFFFFu;
+    const uint32_t mag = bits & 0x7FFFFFFFu;
+    tiny |= mag - 1u < (27u << 23) - 1u;
+  }
+  if (low != 0) return XExact::kNone;
+  return tiny ? XExact::kBf16 : XExact::kBf16Dot;
+}
+
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
-  return layout == Fp4XLayout::kNibblePlanes ? (k + 127) / 128 * 128 : k;
+  switch (layout) {
+    case Fp4XLayout::kNibblePlanes: return (k + 127) / 128 * 128;
+    case Fp4XLayout::kBf16Pairs: return (k + 127) / 128 * 64;
+    default: return k;
+  }
 }
 
 void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out) {
@@ -164,6 +195,20 @@ void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t 
             for (int i = 0; i < 16; ++i)
               for (int q = 0; q < 8; ++q) oc[16 * q + i] = c + 8 * i + q < k ? xr[c + 8 * i + q] : 0.0f;
           }
+        }
+        break;
+      case Fp4XLayout::kBf16Pairs:
+        // Chunk c's plane q, slot i ← elements 128c + 8i + q (low) and + 4 (high) as bf16 (the high half of
+        // each float: the caller checked XExact::kBf16Dot); past k (a partial last chunk) zeros.
+        for (int64_t c = 0; c < 2 * stride; c += 128) {
+          float* oc = o + c / 2;
+          for (int q = 0; q < 4; ++q)
+            for (int i = 0; i < 16; ++i) {
+              const int64_t e = c + 8 * i + q;
+              const uint32_t lo = e < k ? bf16_bits(xr[e]) : 0u, hi = e + 4 < k ? bf16_bits(xr[e + 4]) : 0u;
+              const uint32_t pair = lo | hi << 16;
+              std::memcpy(oc + 16 * q + i, &pair, sizeof pair);
+            }
         }
         break;
     }

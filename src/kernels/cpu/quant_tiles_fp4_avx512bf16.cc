@@ -28,6 +28,17 @@
 // the instruction's result equal the plain fp32 arithmetic above. The scale FMA is a plain fp32 FMA
 // (denormal scale 2^-127 kept): fused because the nibble-plane tile's scale step is one too and the
 // single rounding is within the bound.
+// Measured on Zen 5 (one core, CPU time, shared host: ranges over runs), dsv4_bench fp4_gemm/<isa>/m=../512x4096
+// cache-resident, the nibble-plane tile → this one: m=1 22.4 → 30.5-34.5 GB/s, m=2 14.7 → 19-24, m=8 3.2 →
+// 4.6-5.9. DRAM streams (fp4_tile_stream/avx512bf16/*, 2 MiB pages): two or four row streams per thread
+// still beat one on this CPU (m=1 k=4096: one_stream 19 GB/s, two_halves 23-28, four_streams 23-25), and
+// the T0 prefetch distance (0, 1, 2 or 4 rows ahead) moved nothing outside the noise, so the callers' row
+// orders and one-row distance stay as tuned on Intel.
+// Tried and dropped (no gain outside the noise): tokens in pairs, plane-major inside a pair (four chains
+// in flight instead of two; m=8 195-212 µs vs 177-228), and a vpshufb + vpunpck*bw decode instead of
+// vpsrlw + vpermw (cheaper pipes, 9 uops instead of 7; m=1 31-38 µs, m=8 174-194 µs vs 31 / 177-228).
+// At m=8 the tile runs ~75 cycles per 128 weight bytes against ~48 for its uop count; the GCC build
+// spills a few of the 16 accumulators (2 rows × 8 tokens) per 16-block group.
 // Compiled for its ISA with a target pragma; called only after runtime detection of AVX512_BF16.
 #if defined(__x86_64__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c,avx2")

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/quant_tiles.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -30,22 +31,27 @@ template <typename Tile, typename TileFn, typename SetRows>
 void gate_up_swiglu(int64_t n_inter, int64_t d_model, const float* x, int64_t ldx, int64_t n_tokens,
                     const float* route_weight, float limit, float* h, const MatmulOptions& opt, TileFn tile_fn,
                     int64_t row_bytes, SetRows set_rows) {
+  // The SwiGLU runs along rows on kSwigluRows tiles' results at a time (swiglu.h: swiglu_clamped's bits).
+  const detail::SwigluFn swiglu = detail::swiglu_fn(opt.isa);
   auto body = [&](int64_t i0, int64_t i1, int) {
     Tile t;
     t.k = d_model;
     t.ldx = ldx;
     t.prefetch = row_bytes;  // row i + 1 of w1 and w3
     t.n_rows = 2;
+    detail::GateUpBlock gu;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
       t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
       t.x = x + t0 * ldx;
-      for (int64_t i = i0; i < i1; ++i) {
-        set_rows(t, i);
-        tile_fn(t);
-        for (int j = 0; j < t.n_tokens; ++j) {
-          const float rw = route_weight ? route_weight[t0 + j] : 1.0f;
-          h[(t0 + j) * n_inter + i] = swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]), rw, limit);
+      for (int64_t ib = i0; ib < i1; ib += detail::kSwigluRows) {
+        const int nb = static_cast<int>(std::min<int64_t>(detail::kSwigluRows, i1 - ib));
+        for (int b = 0; b < nb; ++b) {
+          set_rows(t, ib + b);
+          tile_fn(t);
+          gu.put(t.sums, t.n_tokens, b);
         }
+        for (int j = 0; j < t.n_tokens; ++j)
+          swiglu(gu.g[j], gu.u[j], nb, route_weight ? route_weight[t0 + j] : 1.0f, limit, h + (t0 + j) * n_inter + ib);
       }
     }
   };

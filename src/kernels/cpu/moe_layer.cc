@@ -14,10 +14,12 @@
 #include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_tiles.h"
 #include "kernels/cpu/row_pairs.h"
+#include "kernels/cpu/swiglu.h"
 
 namespace dsv4::kernels {
 namespace {
 
+using detail::kSwigluRows;
 using detail::kTileRows;
 using detail::kTileTokens;
 
@@ -362,8 +364,11 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   (void)shared_amx;
 #endif
 
-  // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch.
+  // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch. The SwiGLU runs along rows, on
+  // kSwigluRows tiles' results at a time (swiglu.h: the vector form of swiglu_clamped, same bits).
+  const detail::SwigluFn swiglu = detail::swiglu_fn(isa);
   for_range(opt, row_off[static_cast<size_t>(n_slots)], 16, [&](int64_t r0, int64_t r1, int pslot) {
+    detail::GateUpBlock gu;
     int64_t slot = std::upper_bound(row_off.begin(), row_off.end(), static_cast<int32_t>(r0)) - row_off.begin() - 1;
     for (int64_t r = r0; r < r1;) {
       while (r >= row_off[static_cast<size_t>(slot + 1)]) ++slot;
@@ -387,15 +392,19 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         for (int64_t t0 = 0; t0 < na; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, na - t0));
           t.x = xg + (a0 + t0) * ldx1;
-          for (int64_t i = i0; i < i1; ++i) {
-            t.w[0] = e.w1.packed + i * (d / 2);
-            t.s[0] = e.w1.scales + i * (d / 32);
-            t.w[1] = e.w3.packed + i * (d / 2);
-            t.s[1] = e.w3.scales + i * (d / 32);
-            fp4.tile(t);
+          for (int64_t ib = i0; ib < i1; ib += kSwigluRows) {
+            const int nb = static_cast<int>(std::min<int64_t>(kSwigluRows, i1 - ib));
+            for (int b = 0; b < nb; ++b) {
+              const int64_t i = ib + b;
+              t.w[0] = e.w1.packed + i * (d / 2);
+              t.s[0] = e.w1.scales + i * (d / 32);
+              t.w[1] = e.w3.packed + i * (d / 2);
+              t.s[1] = e.w3.scales + i * (d / 32);
+              fp4.tile(t);
+              gu.put(t.sums, t.n_tokens, b);
+            }
             for (int j = 0; j < t.n_tokens; ++j)
-              h[(a0 + t0 + j) * n_inter + i] = swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]),
-                                                              assign_weight[a0 + t0 + j], w.swiglu_limit);
+              swiglu(gu.g[j], gu.u[j], nb, assign_weight[a0 + t0 + j], w.swiglu_limit, h + (a0 + t0 + j) * n_inter + ib);
           }
         }
       } else {
@@ -409,15 +418,19 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
           t.x = xq + t0 * d;
-          for (int64_t i = i0; i < i1; ++i) {
-            t.w[0] = e.w1.codes + i * d;
-            t.s[0] = e.w1.scales + (i / 128) * sc;
-            t.w[1] = e.w3.codes + i * d;
-            t.s[1] = e.w3.scales + (i / 128) * sc;
-            fp8_tile(t);
+          for (int64_t ib = i0; ib < i1; ib += kSwigluRows) {
+            const int nb = static_cast<int>(std::min<int64_t>(kSwigluRows, i1 - ib));
+            for (int b = 0; b < nb; ++b) {
+              const int64_t i = ib + b;
+              t.w[0] = e.w1.codes + i * d;
+              t.s[0] = e.w1.scales + (i / 128) * sc;
+              t.w[1] = e.w3.codes + i * d;
+              t.s[1] = e.w3.scales + (i / 128) * sc;
+              fp8_tile(t);
+              gu.put(t.sums, t.n_tokens, b);
+            }
             for (int j = 0; j < t.n_tokens; ++j)
-              h[shared_h_off + (t0 + j) * shared_inter + i] =
-                  swiglu_clamped(round_bf16(t.sums[0][j]), round_bf16(t.sums[1][j]), 1.0f, w.swiglu_limit);
+              swiglu(gu.g[j], gu.u[j], nb, 1.0f, w.swiglu_limit, h + shared_h_off + (t0 + j) * shared_inter + ib);
           }
         }
       }

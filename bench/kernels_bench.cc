@@ -229,8 +229,9 @@ void dense_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t cols,
 // thread 1 MiB row slices of a projection as single-threaded calls: the threads=1 cases with 1 MiB shapes
 // (256x4096 FP8, 128x4096 BF16) measure that; the whole shapes on 2 threads are `dsv4 bench`'s GEMV rows.
 // CPU time per call is the robust measure on a loaded machine (one thread); with 2 threads read real time.
-void dense_shape_stream_case(benchmark::State& state, bool fp8, int64_t rows, int64_t cols, int threads, int64_t m) {
-  dense_stream(state, Isa::kAmx, fp8, rows, cols, dsv4::PageKind::kHuge, threads, m);
+void dense_shape_stream_case(benchmark::State& state, Isa isa, bool fp8, int64_t rows, int64_t cols, int threads,
+                             int64_t m) {
+  dense_stream(state, isa, fp8, rows, cols, dsv4::PageKind::kHuge, threads, m);
 }
 
 // DRAM-streamed FP4 decode GEMVs with the routed experts' row lengths: k = 4096 (w1/w3, 2 KiB rows) or
@@ -520,10 +521,7 @@ const int kRegistered = [] {
         benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/512x2048").c_str(),
                                      [=](benchmark::State& s) { fp8_case(s, isa, 512, 2048, m); });
       }
-      if (isa == Isa::kAvx512Bf16 && m <= 8)
-        benchmark::RegisterBenchmark(("fp4_gemm/" + tag + mm + "/2048x1024").c_str(),
-                                     [=](benchmark::State& s) { fp4_case(s, isa, 2048, 1024, m); });
-      if (isa == Isa::kAvx512 && m <= 8) {
+      if ((isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) && m <= 8) {
         benchmark::RegisterBenchmark(("bf16_gemm/" + tag + mm + "/512x1024").c_str(),
                                      [=](benchmark::State& s) { bf16_case(s, isa, 512, 1024, m); });
         benchmark::RegisterBenchmark(("fp8_gemm/" + tag + mm + "/1024x1024").c_str(),
@@ -594,8 +592,9 @@ const int kRegistered = [] {
                                        })
               ->UseRealTime();
   // The model's dense shapes (and the 1 MiB slices linear_jobs hands a thread; 64x4096 is the chunk the
-  // pool's split gives each claim of attn.wkv on 2 threads) streamed through AMX.
-  if (dsv4::kernels::isa_supported(Isa::kAmx)) {
+  // pool's split gives each claim of attn.wkv on 2 threads) streamed through AMX and the vector tiles.
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
     struct DenseShape {
       bool fp8;
       int64_t rows, cols;
@@ -607,17 +606,18 @@ const int kRegistered = [] {
     for (const DenseShape& d : kShapes)
       for (int threads : {1, 2})
         for (int64_t m : {1, 8})
-          benchmark::RegisterBenchmark((std::string(d.fp8 ? "fp8" : "bf16") + "_shape_stream/amx/threads=" +
+          benchmark::RegisterBenchmark((std::string(d.fp8 ? "fp8" : "bf16") + "_shape_stream/" +
+                                        dsv4::kernels::isa_name(isa) + "/threads=" +
                                         std::to_string(threads) + "/m=" + std::to_string(m) + "/" +
                                         std::to_string(d.rows) + "x" + std::to_string(d.cols))
                                            .c_str(),
                                        [=](benchmark::State& s) {
-                                         dense_shape_stream_case(s, d.fp8, d.rows, d.cols, threads, m);
+                                         dense_shape_stream_case(s, isa, d.fp8, d.rows, d.cols, threads, m);
                                        });
   }
   // DRAM-streamed dense projections on the vector tiles and on AMX (every m), the per-role choice of
   // linear.cc: FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows).
-  for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t cols : {8192, 1024, 4096})
       for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})

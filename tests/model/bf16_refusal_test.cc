@@ -31,7 +31,7 @@ struct Routing {
 std::vector<Routing> routings() {
   std::vector<Routing> out;
   if (kernels::isa_supported(kernels::Isa::kAvx512)) out.push_back({"avx512", kernels::Isa::kAvx512, {}});
-  // The VDPBF16PS tier: its FP4 tile also refuses nonzero activations below 2^-100.
+  // The VDPBF16PS tier: its FP4 and FP8 tiles refuse inexact activations and nonzero ones below 2^-100.
   if (kernels::isa_supported(kernels::Isa::kAvx512Bf16)) out.push_back({"avx512bf16", kernels::Isa::kAvx512Bf16, {}});
   if (kernels::isa_supported(kernels::Isa::kAmx)) {
     out.push_back({"amx_default", kernels::Isa::kAmx, {}});
@@ -112,7 +112,7 @@ TEST(Bf16Refusals, NoneAcrossRealForwards) {
 }
 
 // The tally is live: a GEMM whose activations bf16 cannot hold exactly counts one refusal on AMX (and
-// through the FP4 tile choice on AVX-512), so the zero above is not the count of a path never taken.
+// through the FP4 tile choice on AVX-512, the FP8 one on AVX512-BF16), so the zero above is not the count of a path never taken.
 TEST(Bf16Refusals, CountsAnInexactActivation) {
   const auto routes = routings();
   if (routes.empty()) GTEST_SKIP() << "neither AVX-512 nor AMX";
@@ -124,15 +124,17 @@ TEST(Bf16Refusals, CountsAnInexactActivation) {
     kernels::MatmulOptions opt;
     opt.isa = r.isa;
     opt.amx_min_tokens = 1;
+    // FP8 makes the bf16 decision on AMX and on the VDPBF16PS tile (kAvx512Bf16); the AVX-512 tile takes any float.
+    const bool fp8_decides = r.isa == kernels::Isa::kAmx || r.isa == kernels::Isa::kAvx512Bf16;
     uint64_t before = kernels::bf16_refusals();
     kernels::fp4_gemm({fp4.data(), scales4.data(), rows, k}, x.data(), 2, out.data(), opt);
-    if (r.isa == kernels::Isa::kAmx) kernels::fp8_gemm({codes.data(), scales8.data(), rows, k}, x.data(), 2, out.data(), opt);
+    if (fp8_decides) kernels::fp8_gemm({codes.data(), scales8.data(), rows, k}, x.data(), 2, out.data(), opt);
     EXPECT_EQ(kernels::bf16_refusals() - before, 0u) << r.name;
     x[k + 5] = 1.0f + std::numeric_limits<float>::epsilon();  // the second token's: not a bf16 value
     before = kernels::bf16_refusals();
     kernels::fp4_gemm({fp4.data(), scales4.data(), rows, k}, x.data(), 2, out.data(), opt);
     EXPECT_GE(kernels::bf16_refusals() - before, 1u) << r.name << " fp4";
-    if (r.isa == kernels::Isa::kAmx) {
+    if (fp8_decides) {
       before = kernels::bf16_refusals();
       kernels::fp8_gemm({codes.data(), scales8.data(), rows, k}, x.data(), 2, out.data(), opt);
       EXPECT_EQ(kernels::bf16_refusals() - before, 1u) << r.name << " fp8";

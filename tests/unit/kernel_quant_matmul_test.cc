@@ -337,6 +337,151 @@ TEST(KernelQuantMatmul, Fp8Bf16ExactActivationsAtEveryBatchAndPartialBlock) {
   }
 }
 
+#if defined(__x86_64__)
+// The VDPBF16PS FP8 tile's documented order (quant_tiles_fp8_avx512bf16.cc), written from that comment in
+// plain fp32 on natural-order activations and the core/formats.h weight values: per 128-K chunk and lane p,
+// pairs (odd element first) of A then B vectors of each 64-code half, one fma with the chunk's scale into
+// the lane's accumulator, then the 8/4/2/1 reduction tree. Terms past k are +0.
+float fp8_bf16_emulate(const uint8_t* w, const uint8_t* s, const float* x, int64_t k) {
+  float acc[16] = {};
+  for (int64_t kb = 0; kb < k; kb += 128) {
+    float part[16] = {};
+    for (int h = 0; h < 2; ++h)
+      for (int v = 0; v < 2; ++v)
+        for (int p = 0; p < 16; ++p) {
+          const int64_t e = kb + 64 * h + 16 * (p / 4) + 2 * (p % 4) + 8 * v;
+          auto term = [&](int64_t i) { return i < k ? x[i] * e4m3_to_float(w[i]) : 0.0f; };  // exact
+          part[p] = (part[p] + term(e + 1)) + term(e);
+        }
+    const uint8_t code = s[kb / 128];
+    const float scale = code == 255 ? std::nanf("") : std::ldexp(1.0f, code - 127);
+    for (int p = 0; p < 16; ++p) acc[p] = std::fma(part[p], scale, acc[p]);
+  }
+  float a8[8], a4[4], a2[2];
+  for (int i = 0; i < 8; ++i) a8[i] = acc[i] + acc[i + 8];
+  for (int i = 0; i < 4; ++i) a4[i] = a8[i] + a8[i + 4];
+  for (int i = 0; i < 2; ++i) a2[i] = a4[i] + a4[i + 2];
+  return a2[0] + a2[1];
+}
+
+// The kAvx512Bf16 FP8 tile called directly at every shape (1..2 rows × 1..8 tokens) on activations
+// prepared by fp8_prepare_x_bf16pairs: every (row, token) sum bit-identical to the emulation above (so
+// the same at every tile width: batch invariance), within the oracle's bound, at K around the 64-code
+// halves and 128-K chunks (partial last chunks, one half only), every E4M3 code (the codes cycle through
+// all 254 valid ones, both signs, subnormals), ±0 and 2^-100 activations, the scale codes 0 (2^-127) and
+// 254 (2^127, on codes below 2), and a 255 (NaN) scale, which makes its row NaN and leaves the other alone.
+TEST(KernelQuantMatmul, Fp8Bf16TileBitExactAgainstEmulation) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 + VBMI";
+  std::mt19937 rng(913);
+  int tested = 0;
+  for (int64_t k : {1, 2, 63, 64, 65, 127, 128, 129, 192, 200, 256, 400, 1024, 4096}) {
+    for (int extreme = 0; extreme < 4; ++extreme) {
+      Fp8Case c = make_fp8(rng, 129, k, 0);  // rows 0 and 128: two 128-row scale blocks
+      const int64_t sc = (k + 127) / 128;
+      for (int64_t i = 0; i < k; ++i) {
+        int code = static_cast<int>((i * 7 + extreme) % 254);
+        code = code < 127 ? code : code + 1;  // skip 0x7F; 0xFF is 254 + 1 = 255 → never reached
+        c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(code);
+      }
+      if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;
+      if (extreme == 2) {
+        c.scales[static_cast<size_t>(sc + sc - 1)] = 254;
+        for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
+      }
+      if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;
+      std::vector<float> x = make_x(rng, 8, k, 0);
+      for (float& v : x) v = round_bf16(v);
+      if (extreme == 1 || extreme == 2)
+        for (float& v : x) v = std::ldexp(v, extreme == 1 ? 40 : -40);
+      x[0] = 0.0f;
+      if (k > 3) {
+        x[1] = -0.0f;
+        x[2] = std::ldexp(1.0f, -100);  // the smallest magnitude the tile takes
+        x[3] = -std::ldexp(1.5f, -100);
+      }
+      std::vector<float> xp(static_cast<size_t>(8 * detail::fp8_bf16pairs_stride(k)));
+      ASSERT_TRUE(detail::fp8_prepare_x_bf16pairs(x.data(), 8, k, xp.data())) << "k=" << k;
+      const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r * 128, i); });
+      for (int rows = 2; rows >= 1; --rows) {
+        for (int tokens = 8; tokens >= 1; --tokens) {
+          detail::Fp8Tile t;
+          for (int r = 0; r < 2; ++r) {
+            t.w[r] = c.w.codes + r * 128 * k;
+            t.s[r] = c.w.scales + r * sc;
+          }
+          t.n_rows = rows;
+          t.x = xp.data();
+          t.ldx = detail::fp8_bf16pairs_stride(k);
+          t.n_tokens = tokens;
+          t.k = k;
+          detail::fp8_tile_avx512bf16(t);
+          for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < tokens; ++j) {
+              const std::string at = "k=" + std::to_string(k) + " extreme " + std::to_string(extreme) + " tile " +
+                                     std::to_string(rows) + "x" + std::to_string(tokens) + " row " + std::to_string(r) +
+                                     " token " + std::to_string(j);
+              const float want = fp8_bf16_emulate(c.w.codes + r * 128 * k, c.w.scales + r * sc, x.data() + j * k, k);
+              if (extreme == 3 && r == 1) {
+                ASSERT_TRUE(std::isnan(t.sums[r][j]) && std::isnan(want)) << at;
+                continue;
+              }
+              ASSERT_EQ(0, std::memcmp(&want, &t.sums[r][j], sizeof(float))) << at << " got " << t.sums[r][j] << " want " << want;
+              const size_t i = static_cast<size_t>(j * 2 + r);
+              const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+              ASSERT_LE(std::fabs(t.sums[r][j] - o.exact[i]), tol) << at;
+              ++tested;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(tested, 1000);
+}
+
+// fp8_gemm on kAvx512Bf16 takes the VDPBF16PS tile only for activations that are exact in bf16 with every
+// nonzero |x| ≥ 2^-100; one value that is not (a 24-bit mantissa, or 2^-101, whose products could be
+// denormal and flushed) moves the whole call to the AVX-512 fp32 tile — its bits exactly, within the bound
+// — and counts one bf16 refusal. Accepted calls count none, equal the emulation, and differ from the
+// fp32 tile in some bits (another summation order: proof the VDPBF16PS tile ran).
+TEST(KernelQuantMatmul, Fp8Bf16GuardFallsBackToAvx512Bits) {
+  if (!isa_supported(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16 + VBMI";
+  std::mt19937 rng(17);
+  ThreadPool pool(3);
+  const int64_t n = 40, k = 384;
+  for (int64_t m : {1, 3, 9}) {
+    Fp8Case c = make_fp8(rng, n, k, 0);
+    for (int bad = 0; bad < 4; ++bad) {
+      std::vector<float> x = make_x(rng, m, k, 0);  // fake-quantized: exact in bf16, far above 2^-100
+      const size_t at = static_cast<size_t>(m * k - 5);
+      if (bad == 1) x[at] = 1.0f + std::ldexp(1.0f, -20);  // not a bf16 value
+      if (bad == 2) x[at] = -std::ldexp(1.0f, -101);       // bf16, but below the guard
+      if (bad == 3) x[at] = std::ldexp(1.0f, -100);        // exactly at it: taken
+      const std::string what = "m=" + std::to_string(m) + " bad=" + std::to_string(bad);
+      std::vector<float> got(static_cast<size_t>(m * n)), avx(got.size());
+      const uint64_t before = bf16_refusals();
+      fp8_gemm(c.w, x.data(), m, got.data(), MatmulOptions{false, Isa::kAvx512Bf16, &pool, 1});
+      const uint64_t refused = bf16_refusals() - before;
+      fp8_gemm(c.w, x.data(), m, avx.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+      expect_within_bound(oracle(n, k, m, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); }), got,
+                          k, what);
+      if (bad == 1 || bad == 2) {
+        EXPECT_EQ(refused, 1u) << what;
+        EXPECT_EQ(got, avx) << what;
+      } else {
+        EXPECT_EQ(refused, 0u) << what;
+        EXPECT_NE(got, avx) << what;
+        for (int64_t t = 0; t < m; ++t)
+          for (int64_t r = 0; r < n; ++r) {
+            const float want = fp8_bf16_emulate(c.w.codes + r * k, c.w.scales + (r / 128) * 3, x.data() + t * k, k);
+            ASSERT_EQ(0, std::memcmp(&want, &got[static_cast<size_t>(t * n + r)], sizeof(float))) << what;
+          }
+      }
+    }
+  }
+}
+#endif
+
 // AMX runs FP8 and BF16 for K % 32 == 0 with bf16-exact activations, walking K in 128-wide chunks; a last
 // chunk of 32, 64 or 96 runs fewer A/B steps (FP8 decodes it in masked 64-code halves). The grids above give
 // AMX FP8 / BF16 only K % 128 == 0 (their other K are not multiples of 32, or raw floats that AMX refuses):

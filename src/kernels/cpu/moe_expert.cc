@@ -134,7 +134,9 @@ void moe_expert_fp8(const Fp8Expert& e, const float* x, int64_t n_tokens, const 
     return moe_expert_fp8_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const int64_t scale_cols = (d_model + 127) / 128;
-  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, x, d_model, n_tokens, route_weight, limit, h, opt, detail::fp8_tile_for(isa), d_model,
+  // The prepared activations (kAvx512Bf16: ceil(d/128)·64 words per token) fit where the FP4 ones do.
+  const detail::Fp8Operand op = detail::fp8_operand(isa, x, n_tokens, d_model, scratch + n_tokens * n_inter);
+  gate_up_swiglu<detail::Fp8Tile>(n_inter, d_model, op.x, op.ldx, n_tokens, route_weight, limit, h, opt, op.tile, d_model,
                                   [&](detail::Fp8Tile& t, int64_t i) {
                                     t.w[0] = e.w1.codes + i * d_model;
                                     t.s[0] = e.w1.scales + (i / 128) * scale_cols;

@@ -268,8 +268,8 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   DSV4_CHECK(d % 128 == 0 && n_inter % 128 == 0 && shared_inter % 128 == 0, "moe_layer: dims must be multiples of 128");
   if (n_tokens <= 0) return;
   const Isa isa = resolve_isa(opt.isa);
-  // The shared expert's FP8 stages read the same activations as floats.
-  const detail::Fp8TileFn fp8_tile = detail::fp8_tile_for(isa);
+  // The shared expert's FP8 stages: the tile and the activations it reads, prepared once per stage (fp8_operand).
+  detail::Fp8Operand shared1{}, shared2{};
 
   // The FP8 activation quantization of the layer input, shared by every expert's w1/w3 (and the shared one).
   float* xq = s.xq.grow(n_tokens * d);  // [n_tokens, d]
@@ -363,6 +363,8 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 #else
   (void)shared_amx;
 #endif
+  if (w.shared != nullptr && !shared_amx)
+    shared1 = detail::fp8_operand(isa, xq, n_tokens, d, s.shared_x.grow(detail::fp8_scratch_floats(isa, n_tokens, d)));
 
   // Stage 1: gate/up tiles + SwiGLU for every (slot, row), one dispatch. The SwiGLU runs along rows, on
   // kSwigluRows tiles' results at a time (swiglu.h: the vector form of swiglu_clamped, same bits).
@@ -412,12 +414,12 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
         const int64_t sc = (d + 127) / 128;
         detail::Fp8Tile t;
         t.k = d;
-        t.ldx = d;
+        t.ldx = shared1.ldx;
         t.prefetch = d;
         t.n_rows = 2;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
           t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
-          t.x = xq + t0 * d;
+          t.x = shared1.x + t0 * shared1.ldx;
           for (int64_t ib = i0; ib < i1; ib += kSwigluRows) {
             const int nb = static_cast<int>(std::min<int64_t>(kSwigluRows, i1 - ib));
             for (int b = 0; b < nb; ++b) {
@@ -426,7 +428,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
               t.s[0] = e.w1.scales + (i / 128) * sc;
               t.w[1] = e.w3.codes + i * d;
               t.s[1] = e.w3.scales + (i / 128) * sc;
-              fp8_tile(t);
+              shared1.tile(t);
               gu.put(t.sums, t.n_tokens, b);
             }
             for (int j = 0; j < t.n_tokens; ++j)
@@ -462,6 +464,9 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
 #if defined(__x86_64__)
   if (shared_amx) shared_amx_pack_h(sa, hs, n_tokens, shared_inter);
 #endif
+  if (w.shared != nullptr && !shared_amx)
+    shared2 = detail::fp8_operand(isa, hs, n_tokens, shared_inter,
+                                  s.shared_h.grow(detail::fp8_scratch_floats(isa, n_tokens, shared_inter)));
 
   // Stage 2: output rows split across threads; each (token, row) sums its experts in slot order. A tile
   // reads rows n and n + step, half the chunk apart (row_pairs.h): w2 rows are 1-2 KB, so adjacent rows
@@ -509,16 +514,16 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
             const Fp8Expert& e = *w.shared;
             detail::Fp8Tile t;
             t.k = shared_inter;
-            t.ldx = shared_inter;
+            t.ldx = shared2.ldx;
             t.prefetch = shared_inter;
             t.n_rows = nr;
             t.n_tokens = nt;
-            t.x = hs + t0 * shared_inter;
+            t.x = shared2.x + t0 * shared2.ldx;
             for (int r = 0; r < nr; ++r) {
               t.w[r] = e.w2.codes + (n + r * step) * shared_inter;
               t.s[r] = e.w2.scales + ((n + r * step) / 128) * ((shared_inter + 127) / 128);
             }
-            fp8_tile(t);
+            shared2.tile(t);
             std::memcpy(sums, t.sums, sizeof(sums));
           }
           for (int j = 0; j < nt; ++j) {

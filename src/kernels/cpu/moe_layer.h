@@ -29,6 +29,7 @@ struct MoeLayerWeights {
 // scratch_end_step gives the memory back. The expert-sized ones stay at their bound.
 struct MoeLayerScratch {
   ScratchVec<float> xq, xperm, h, hperm;
+  ScratchVec<float> shared_x, shared_h;  // the shared expert's stage-1 / stage-2 activations in its FP8 tile's layout
   ScratchVec<int32_t> assign_token;
   ScratchVec<float> assign_weight;
   std::vector<int32_t> slot_expert, slot_begin, slot_fill, slot_of, row_offset;

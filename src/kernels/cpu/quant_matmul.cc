@@ -146,8 +146,10 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
     t.w[r] = w.codes + row * w.n_cols;
     t.s[r] = w.scales + (row / 128) * scale_cols;
   };
-  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt,
-                            w.n_cols, detail::fp8_tile_for(isa), set_row);
+  const int64_t prep = detail::fp8_scratch_floats(isa, n_tokens, w.n_cols);
+  detail::Fp8Operand op = detail::fp8_operand(isa, x, n_tokens, w.n_cols, prep > 0 ? x_scratch(prep) : nullptr);
+  if (op.x == x) op.x = aligned_x(x, n_tokens, w.n_cols);  // plain floats (may reuse the scratch: a refusal's)
+  run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, op.x, op.ldx, out, opt, w.n_cols, op.tile, set_row);
 }
 
 int64_t bf16_weight_bytes(const Bf16Matrix& w) { return 2 * w.n_rows * w.n_cols; }

@@ -94,7 +94,29 @@ void fp4_tile_avx512bf16(Fp4Tile& t);
 #endif
 
 Bf16TileFn bf16_tile_for(Isa isa);  // isa already resolved
-Fp8TileFn fp8_tile_for(Isa isa);  // reads x as plain floats
+Fp8TileFn fp8_tile_for(Isa isa);  // reads x as plain floats (kAvx512Bf16: the AVX-512 fp32 tile)
+#if defined(__x86_64__)
+// FP8 on VDPBF16PS (quant_tiles_fp8_avx512bf16.cc): Fp8Tile::x points at activations prepared by
+// fp8_prepare_x_bf16pairs, ldx in 32-bit pairs (fp8_bf16pairs_stride).
+void fp8_tile_avx512bf16(Fp8Tile& t);
+// x [n_tokens, k] → out [n_tokens, fp8_bf16pairs_stride(k)] u32 words (stored in a float buffer), each
+// two bf16 in the tile's pair order, zero past k. False (out then unspecified) unless every x is exact in
+// bf16 and every nonzero |x| ≥ 2^-100 (so that no product or partial sum is denormal: VDPBF16PS flushes).
+bool fp8_prepare_x_bf16pairs(const float* x, int64_t n_tokens, int64_t k, float* out);
+#endif
+inline int64_t fp8_bf16pairs_stride(int64_t k) { return (k + 127) / 128 * 64; }
+// The FP8 tile a call on `isa` runs and the activations it reads. kAvx512Bf16 prepares x [n_tokens, k] into
+// `scratch` (fp8_scratch_floats(isa, n_tokens, k) floats) for the VDPBF16PS tile; activations it refuses
+// take the AVX-512 fp32 tile on x itself and count a bf16 refusal (bf16_refusals.h): the decision is per
+// call, so a refusal moves every row of it to the other summation order. Other ISAs: fp8_tile_for(isa)
+// on x. isa already resolved.
+struct Fp8Operand {
+  Fp8TileFn tile;
+  const float* x;
+  int64_t ldx;
+};
+int64_t fp8_scratch_floats(Isa isa, int64_t n_tokens, int64_t k);
+Fp8Operand fp8_operand(Isa isa, const float* x, int64_t n_tokens, int64_t k, float* scratch);
 // How an FP4 tile reads its activations; the caller prepares them once per call (fp4_prepare_x) and
 // points Fp4Tile::x / ldx at the prepared rows.
 enum class Fp4XLayout {

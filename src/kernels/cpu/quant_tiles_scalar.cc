@@ -111,6 +111,20 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   }
 }
 
+int64_t fp8_scratch_floats(Isa isa, int64_t n_tokens, int64_t k) {
+  return isa == Isa::kAvx512Bf16 ? n_tokens * fp8_bf16pairs_stride(k) : 0;
+}
+
+Fp8Operand fp8_operand(Isa isa, const float* x, int64_t n_tokens, int64_t k, float* scratch) {
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512Bf16) {
+    if (fp8_prepare_x_bf16pairs(x, n_tokens, k, scratch)) return {fp8_tile_avx512bf16, scratch, fp8_bf16pairs_stride(k)};
+    note_bf16_refusal();
+  }
+#endif
+  return {fp8_tile_for(isa), x, k};
+}
+
 Fp4Kernel fp4_kernel_for(Isa isa, XExact x) {
   switch (isa) {
 #if defined(__x86_64__)

@@ -93,7 +93,8 @@ inline void transpose16(__m512i* r) {
 inline __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
 
 // NH heads (h0 ..) × 32 keys over n_pairs pairs; then, per head in order, the reference's steps on the
-// 32 keys in lanes, added to the double head sums sums[0..3] (keys 0-7, 8-15, 16-23, 24-31).
+// 32 keys in lanes, added to the double head sums sums[0..3], whose lanes hold the keys (by position in
+// the group) 0-3 8-11 | 16-19 24-27 | 4-7 12-15 | 20-23 28-31 (the interleave below).
 template <int NH>
 void heads_pass(const uint32_t* qpair, int64_t n_pairs, const __m512i* kt, const float* w, __m512d* sums) {
   __m512 acc[2 * NH];
@@ -108,19 +109,23 @@ void heads_pass(const uint32_t* qpair, int64_t n_pairs, const __m512i* kt, const
       acc[2 * h + 1] = _mm512_dpbf16_ps(acc[2 * h + 1], qv, k1);
     }
   }
-  const __m512 zero = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 8
   for (int h = 0; h < NH; ++h) {
     const __m512 wh = _mm512_set1_ps(w[h]);
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; ++v) {
-      // bf16(q·k) → ReLU → bf16(· w_h) → double, added in head order.
-      const __m512 s = _mm512_max_ps(round_bf16_ps(acc[2 * h + v]), zero);
-      const __m512 term = round_bf16_ps(_mm512_mul_ps(s, wh));
-      sums[2 * v] = _mm512_add_pd(sums[2 * v], _mm512_cvtps_pd(_mm512_castps512_ps256(term)));
-      sums[2 * v + 1] = _mm512_add_pd(
-          sums[2 * v + 1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(term), 1))));
-    }
+    // bf16(q·k) for both key vectors in one VCVTNE2PS2BF16 (RNE; its DAZ never acts: under the guard a
+    // nonzero dot is ≥ 2^-126), ReLU as a signed 16-bit max (bf16 orders like int16 for sign-magnitude
+    // values; −0 → +0), back to fp32 by interleaving with zero words — which leaves the keys in the order
+    // kPermuted below —, then bf16(· w_h) (integer rounding: the product may be denormal) and the double
+    // head sums, all in that order.
+    const __m512i s16 =
+        _mm512_max_epi16(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(acc[2 * h + 1], acc[2 * h])), zero);
+    const __m512 t0 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, s16)), wh));
+    const __m512 t1 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, s16)), wh));
+    sums[0] = _mm512_add_pd(sums[0], _mm512_cvtps_pd(_mm512_castps512_ps256(t0)));
+    sums[1] = _mm512_add_pd(sums[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t0), 1))));
+    sums[2] = _mm512_add_pd(sums[2], _mm512_cvtps_pd(_mm512_castps512_ps256(t1)));
+    sums[3] = _mm512_add_pd(sums[3], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t1), 1))));
   }
 }
 
@@ -208,12 +213,16 @@ void indexer_scores_avx512bf16(const float* q, int64_t n_heads, int64_t d, const
       heads_pass<kBlockHeads>(qpair + h * n_pairs, n_pairs, kt, w + h, sums);
     if (h < n_heads)
       heads_pass_n<kBlockHeads - 1>(static_cast<int>(n_heads - h), qpair + h * n_pairs, n_pairs, kt, w + h, sums);
+    // fp32 sums, keys 0-3 8-11 16-19 24-27 / 4-7 12-15 20-23 28-31, back into key order.
+    const __m512 lo = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(sums[0])), _mm512_cvtpd_ps(sums[1]), 1);
+    const __m512 hi = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(sums[2])), _mm512_cvtpd_ps(sums[3]), 1);
+    const __m512 by_key[2] = {
+        _mm512_permutex2var_ps(lo, _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23), hi),
+        _mm512_permutex2var_ps(lo, _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31), hi)};
     for (int v = 0; v < 2 && v * 16 < nk; ++v) {
       const int64_t n = nk - v * 16 < 16 ? nk - v * 16 : 16;
-      const __m512 sum =
-          _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(sums[2 * v])), _mm512_cvtpd_ps(sums[2 * v + 1]), 1);
       _mm512_mask_storeu_ps(scores + t0 + v * 16, static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u),
-                            round_bf16_ps(sum));
+                            round_bf16_ps(by_key[v]));
     }
   }
 }

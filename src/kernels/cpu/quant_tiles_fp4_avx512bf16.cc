@@ -37,8 +37,25 @@
 // Tried and dropped (no gain outside the noise): tokens in pairs, plane-major inside a pair (four chains
 // in flight instead of two; m=8 195-212 µs vs 177-228), and a vpshufb + vpunpck*bw decode instead of
 // vpsrlw + vpermw (cheaper pipes, 9 uops instead of 7; m=1 31-38 µs, m=8 174-194 µs vs 31 / 177-228).
-// At m=8 the tile runs ~75 cycles per 128 weight bytes against ~48 for its uop count; the GCC build
-// spills a few of the 16 accumulators (2 rows × 8 tokens) per 16-block group.
+// Where the time goes (the tile alone over 512 rows × k 4096 in 2-row calls, min of 30 runs, CPU time, host
+// quiet, ~3.45 GHz): per 2-row 128-element chunk the vector pipes that run VDPBF16PS and FMAs take 8m
+// VDPBF16PS + 2m scale FMAs, and the decode's 8 vpermw + 2 vpermps share them (a register-only loop of
+// the same chains runs VDPBF16PS + FMA at ~2 per cycle; the decode adds ~2-3 cycles at m = 1). Measured:
+// m=1 23.5 µs (~9.9 cycles per 2-row chunk; that model: ~10), m=2 32 (~13.5; 15), m=4 53 (~22; 25),
+// m=8 110-123 (~46-52; 45): every m is within ~15% of it. The earlier "~75 cycles at m=8" came from a
+// contended host (the same binary took 143-149 µs then). Measured and dropped (min over interleaved runs):
+//   GCC's accumulator spills at m=8 (69 zmm stack references in fp4_tile<2, 8>): the group's 4 chunks left
+//   rolled for T ≥ 4 (18 references) 117-124 vs 120-122 µs (2048 × 1024: 111-113 vs 112-116); the scale
+//   vectors read from memory by the FMAs: no gain in dsv4_bench either. Spills are not what limits m=8.
+//   8 tokens' prepared activations overflow L1 at k = 4096 (64 KB): the same work at k = 1024 (16 KB)
+//   takes 111-116 µs, so it costs 5-10% at most; blocking K would need the callers to carry partial sums.
+//   m=8 as two 4-token passes: 141-144 vs 119-127 µs (decode twice; at k = 4096 the halves evict each
+//   other); one row per pass, planes outermost: ~20% slower at m=8 (dsv4_bench).
+//   Each chunk's scales from a dword broadcast + vprolvd + vpandd (no shuffle) where the tile has a
+//   vpermps, with a per-call check that no code is 0 or 255: m=1 22.6-23.7 vs 23.4-25.9 µs, m=2 33.1-34.6
+//   vs 31.9-32.2 — no net gain.
+// What is left: at m=1-2 the decode's shuffles are a third to a half of the time (a decode without
+// shuffles that keeps this order), at m=8 the scale FMAs (fixed by the documented order) and ~10% decode.
 // Compiled for its ISA with a target pragma; called only after runtime detection of AVX512_BF16.
 #if defined(__x86_64__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c,avx2")

@@ -129,8 +129,9 @@ TEST(CpuBackend, BatchInvariantWithoutAmx) {
   for (int32_t rows : {3, 24}) expect_batch_invariant(*m, rows);
 }
 
-// The VDPBF16PS tier (AVX512_BF16 CPUs without AMX: the FP4 routed experts and the FP8 projections on the
-// bf16 dot-product tiles, whose guards must never move one row's call to the fallback tiles).
+// The VDPBF16PS tier (AVX512_BF16 CPUs without AMX: the FP4 routed experts, the FP8 projections and the
+// BF16 linears on the bf16 dot-product tiles, whose guards must never move one row's result to the fallback
+// tiles' order; the BF16 tile's guard decides per row and per token), past one 8-token tile too.
 TEST(CpuBackend, BatchInvariantOnAvx512Bf16) {
   if (!kernels::isa_supported(kernels::Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX512_BF16";
   auto m = load(Backend::kCpu, kernels::Isa::kAvx512Bf16, 2);

@@ -78,9 +78,16 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
 
 // x: [n_tokens, ldx] in the tile's layout. far_pairs (two-row tiles only): tile q of a row block reads rows
 // q and q + h (row_pairs.h) instead of two adjacent rows.
-template <typename Tile, typename TileFn, typename SetRow>
+// set_tokens(t, t0): the tile's fields that follow its first token besides x (BF16's packed activations).
+struct NoTokenFields {
+  template <typename Tile>
+  void operator()(Tile&, int64_t) const {}
+};
+
+template <typename Tile, typename TileFn, typename SetRow, typename SetTokens = NoTokenFields>
 void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64_t ldx, float* out,
-              const MatmulOptions& opt, int64_t row_bytes, TileFn tile_fn, SetRow set_row, bool far_pairs = false) {
+              const MatmulOptions& opt, int64_t row_bytes, TileFn tile_fn, SetRow set_row, bool far_pairs = false,
+              SetTokens set_tokens = {}) {
   constexpr int kRows = static_cast<int>(sizeof(Tile::w) / sizeof(Tile::w[0]));  // rows per tile
   DSV4_DCHECK(!far_pairs || kRows == 2, "run_rows: far pairs need two-row tiles");
   auto body = [&](int64_t r0, int64_t r1, int) {
@@ -95,6 +102,7 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
       for (int64_t t0 = 0; t0 < n_tokens; t0 += kTileTokens) {
         t.n_tokens = static_cast<int>(std::min<int64_t>(kTileTokens, n_tokens - t0));
         t.x = x + t0 * ldx;
+        set_tokens(t, t0);
         for (int64_t q = 0; q < n_tiles; ++q) {
           // The tile's rows: n, n + step, ...
           const int64_t n = far_pairs ? nb + q : nb + q * kRows;
@@ -164,8 +172,32 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
           [&](const detail::AmxRowsArgs& a) { detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, a); }, opt))
     return;
 #endif
-  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, aligned_x(x, n_tokens, w.n_cols), w.n_cols, out, opt, 2 * w.n_cols, detail::bf16_tile_for(isa),
-                             [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; });
+  auto set_row = [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; };
+  const float* xa = aligned_x(x, n_tokens, w.n_cols);
+  detail::Bf16TileFn tile = detail::bf16_tile_for(isa);
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx512Bf16) {
+    // VDPBF16PS: activations packed to bf16 once per call, each token checked against the tile's guard.
+    const int64_t ldxb = detail::bf16_x_stride(w.n_cols);
+    thread_local ScratchVec<uint16_t> xb_buf;  // [n_tokens, ldxb] + the alignment slack
+    thread_local ScratchVec<uint8_t> ok_buf;   // [n_tokens]
+    uint16_t* xb = detail::align64(xb_buf.grow(n_tokens * ldxb + 32));
+    uint8_t* ok = ok_buf.grow(n_tokens);
+    const int64_t n_ok = detail::bf16_pack_x(x, n_tokens, w.n_cols, xb, ok);
+    if (n_ok < n_tokens) detail::note_bf16_refusal();
+    if (n_ok > 0) {
+      run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, xa, w.n_cols, out, opt, 2 * w.n_cols, tile, set_row,
+                                 false, [&](detail::Bf16Tile& t, int64_t t0) {
+                                   t.xb = xb + t0 * ldxb;
+                                   t.ldxb = ldxb;
+                                   t.x_ok = ok + t0;
+                                 });
+      return;
+    }
+    tile = detail::bf16_tile_avx512;  // no token inside the guard
+  }
+#endif
+  run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, xa, w.n_cols, out, opt, 2 * w.n_cols, tile, set_row);
 }
 
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {

@@ -69,6 +69,12 @@ struct Bf16Tile {
   int n_tokens;
   int64_t k;
   int64_t prefetch = 0;
+  // bf16_tile_avx512bf16 only: x packed to bf16 (bf16_pack_x), [n_tokens, ldxb] with ldxb a multiple of 32,
+  // zero past k, 64-byte aligned; x_ok[j]: token j passed the VDPBF16PS guard (else its sums come from the
+  // fp32 tile, which reads x).
+  const uint16_t* xb = nullptr;
+  int64_t ldxb = 0;
+  const uint8_t* x_ok = nullptr;
   float sums[kBf16TileRows][kTileTokens];
 };
 
@@ -82,6 +88,8 @@ void fp4_tile_scalar(Fp4Tile& t);
 #if defined(__x86_64__)
 void bf16_tile_avx2(Bf16Tile& t);
 void bf16_tile_avx512(Bf16Tile& t);
+// VDPBF16PS (quant_tiles_bf16_avx512bf16.cc; its fp32 order and guard are documented there).
+void bf16_tile_avx512bf16(Bf16Tile& t);
 void fp8_tile_avx2(Fp8Tile& t);
 void fp4_tile_avx2(Fp4Tile& t);
 void fp8_tile_avx512(Fp8Tile& t);
@@ -150,6 +158,15 @@ Fp4Kernel fp4_kernel_for(Isa isa, XExact x);
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k);
 // x [n_tokens, k] → out [n_tokens, fp4_x_stride(layout, k)].
 void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out);
+
+// bf16_tile_avx512bf16's activations: x [n_tokens, k] → out [n_tokens, bf16_x_stride(k)] bf16, zero past k;
+// ok[t] = 1 when token t is inside the VDPBF16PS guard: every value exact in bf16 and every nonzero
+// magnitude ≥ 2^-56 (infinities and bf16-exact NaNs pass: a non-finite sum stays non-finite on either path).
+// Returns the tokens that passed. AVX-512 code (quant_tiles_bf16_avx512bf16.cc): call it only on that tier.
+int64_t bf16_x_stride(int64_t k);
+#if defined(__x86_64__)
+int64_t bf16_pack_x(const float* x, int64_t n_tokens, int64_t k, uint16_t* out, uint8_t* ok);
+#endif
 
 // True when every x[i] is exact in bf16 (its low 16 bits are zero).
 bool bf16_exact(const float* x, int64_t n);

@@ -84,8 +84,9 @@ void fp4_tile_scalar(Fp4Tile& t) {
 Bf16TileFn bf16_tile_for(Isa isa) {
   switch (isa) {
 #if defined(__x86_64__)
-    case Isa::kAmx:
     case Isa::kAvx512Bf16:
+      return bf16_tile_avx512bf16;
+    case Isa::kAmx:
     case Isa::kAvx512:
       return bf16_tile_avx512;
     case Isa::kAvx2:
@@ -172,6 +173,8 @@ XExact x_exactness(const float* x, int64_t n) {
   if (low != 0) return XExact::kNone;
   return tiny ? XExact::kBf16 : XExact::kBf16Dot;
 }
+
+int64_t bf16_x_stride(int64_t k) { return (k + 31) / 32 * 32; }
 
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
   switch (layout) {

@@ -129,7 +129,10 @@ Fp8Operand fp8_operand(Isa isa, const float* x, int64_t n_tokens, int64_t k, flo
 // points Fp4Tile::x / ldx at the prepared rows.
 enum class Fp4XLayout {
   kNatural,     // floats in natural order (the scalar tile)
-  kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (AVX2 / AVX-512 fp32 tiles)
+  kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (the AVX-512 fp32 tile)
+  kAvx2Groups,  // floats: per 64-element group g (32-blocks 2g, 2g + 1), float 64g + 8v + 4L + d holds element
+                // 64g + 32L + off[v] + 4d, off = {0, 2, 16, 18, 1, 3, 17, 19} (v < 8, L < 2, d < 4), the row
+                // zero-padded to a multiple of 64 (the AVX2 tile: quant_tiles_fp4_avx2.cc)
   kNibblePlanes,  // floats: per 128-element chunk c, element 128c + 8i + q at float 128c + 16q + i (q < 8,
                   // i < 16), the row zero-padded to a multiple of 128 (the AVX-512 nibble-plane tile)
   kBf16Pairs,     // bf16 pairs, one per float slot: per 128-element chunk c, slot 64c + 16q + i holds element

@@ -1,6 +1,13 @@
-// kernels: AVX2 + FMA + F16C tiles for FP8 / FP4 weights (the fallback for CPUs without AVX-512).
-// Same register decoding as the AVX-512 tiles, 8 lanes wide: FP8 via the exact E4M3 → half bit move
-// and vcvtph2ps; FP4 via vpermps on the 8 E2M1 magnitudes (scaled) plus the sign bit moved to bit 31.
+// kernels: AVX2 + FMA + F16C tiles for FP8 / BF16 weights (CPUs without AVX-512, e.g. AMD Zen 2/3, Intel
+// before Ice Lake). Weights are decoded in registers:
+//   FP8: 16 E4M3 codes become the IEEE halves w/256 by a widen, shift and mask, and two vcvtph2ps widen
+//        them exactly to fp32; the 256 is folded into the per-128-block weight scale.
+//   BF16: a zero-extended word shifted left by 16.
+// 16 ymm registers bound the register blocking. The FP8 tile runs two FMA chains per (row, token), since a
+// single chain would leave a 1-token pass waiting on the FMA latency (4 cycles) instead of on the decode;
+// that fixes its order for every width, so 2..8 tokens run one row at a time in passes of up to 4 tokens.
+// Each (row, token) sum follows one sequence of fp32 operations whatever the tile's rows and tokens, so
+// results are batch- and thread-count invariant.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -11,13 +18,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-// 8 E4M3 codes (low 8 bytes) → 8 floats holding w/256.
-inline __m256 e4m3x8_div256(__m128i codes) {
-  // Sign-extend, shift by 7, clear the duplicated sign at bit 14 (see the AVX-512 tile).
-  const __m128i wd = _mm_cvtepi8_epi16(codes);
-  return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(wd, 7), _mm_set1_epi16(static_cast<short>(0xBFFF))));
-}
-
+// The horizontal sum every AVX2 tile ends with: (lanes 0..3 + 4..7), then pairs, then the last two.
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -25,181 +26,248 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// ---- FP8 ----
+
+// 16 E4M3 codes at p → w/256 of codes 0..7 (lo) and 8..15 (hi). Sign-extending b to 16 bits and shifting
+// left by 7 puts the magnitude bits at 7..13 and copies of the sign at 14..15; clearing bit 14 leaves
+// exactly the half ((b & 0x7F) << 7) | ((b & 0x80) << 8).
+// Zen 3 runs this at about 4 weights per cycle, bound by the two vcvtph2ps (2 uops each on the two convert
+// pipes, which also take shifts and shuffles). Tried and dropped: rebiasing each code into an fp32 with
+// integer shifts and masks, then one exact multiply by 2^120 (no convert): as fast on normal codes, and
+// 2.2x slower where codes are subnormal, since an fp32 multiply of a subnormal takes a microcode assist.
+inline void e4m3x16_div256(const uint8_t* p, __m256i bit14_clear, __m256& lo, __m256& hi) {
+  const __m256i h = _mm256_and_si256(
+      _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7), bit14_clear);
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+// One 16-column step of rows [0, R) × tokens [0, T): chain 0 takes columns c..c+7, chain 1 c+8..c+15.
 template <int R, int T>
-void fp8_tile(Fp8Tile& t) {
-  __m256 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int64_t kb = 0; kb < t.k; kb += 128) {
-    const int64_t kend = kb + 128 < t.k ? kb + 128 : t.k;
-    __m256 part[R][T];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < T; ++j) part[r][j] = _mm256_setzero_ps();
-    for (int64_t k = kb; k < kend; k += 8) {
-      const int64_t len = kend - k;
-      __m256 w[R];
-      if (len >= 8) {
-        for (int r = 0; r < R; ++r) w[r] = e4m3x8_div256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.w[r] + k)));
-        for (int j = 0; j < T; ++j) {
-          const __m256 xv = _mm256_loadu_ps(t.x + j * t.ldx + k);
-          for (int r = 0; r < R; ++r) part[r][j] = _mm256_fmadd_ps(w[r], xv, part[r][j]);
-        }
-      } else {
-        // Tail of fewer than 8 columns: zero-padded copies, so no load reads past the row.
-        for (int r = 0; r < R; ++r) {
-          alignas(16) uint8_t codes[16] = {};
-          std::memcpy(codes, t.w[r] + k, static_cast<size_t>(len));
-          w[r] = e4m3x8_div256(_mm_load_si128(reinterpret_cast<const __m128i*>(codes)));
-        }
-        for (int j = 0; j < T; ++j) {
-          alignas(32) float xs[8] = {};
-          std::memcpy(xs, t.x + j * t.ldx + k, static_cast<size_t>(len) * sizeof(float));
-          const __m256 xv = _mm256_load_ps(xs);
-          for (int r = 0; r < R; ++r) part[r][j] = _mm256_fmadd_ps(w[r], xv, part[r][j]);
-        }
+inline void fp8_step(const uint8_t* const* w, const float* x, int64_t ldx, int64_t c, __m256i bit14_clear,
+                     __m256 (&c0)[R][T], __m256 (&c1)[R][T]) {
+  __m256 lo[R], hi[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) e4m3x16_div256(w[r] + c, bit14_clear, lo[r], hi[r]);
+#pragma GCC unroll 8
+  for (int j = 0; j < T; ++j) {
+    const float* xj = x + j * ldx + c;
+    if constexpr (R == 1) {
+      // Folded into the FMA: with one row each activation vector is used once.
+      c0[0][j] = _mm256_fmadd_ps(lo[0], _mm256_loadu_ps(xj), c0[0][j]);
+      c1[0][j] = _mm256_fmadd_ps(hi[0], _mm256_loadu_ps(xj + 8), c1[0][j]);
+    } else {
+      __m256 xl = _mm256_loadu_ps(xj), xh = _mm256_loadu_ps(xj + 8);
+      // NOTE: one load per token for all rows (GCC would otherwise fold a load into every row's FMA).
+      asm("" : "+x"(xl), "+x"(xh));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        c0[r][j] = _mm256_fmadd_ps(lo[r], xl, c0[r][j]);
+        c1[r][j] = _mm256_fmadd_ps(hi[r], xh, c1[r][j]);
       }
     }
-    // The decode's 1/256 undone in the scale (exact: a power of two); from scale code 247 up that factor
-    // would overflow, so there the part is multiplied by 256 first (also exact, the same rounding).
+  }
+}
+
+// Rows [0, R) of the tile × tokens [j0, j0 + T) over the 128-column blocks in [k0, k1) (k0 a multiple of 128),
+// continuing the accumulators acc[r][j] (8 floats each). Per (row, token) and block: two chains over the
+// block's 16-column steps (the last one zero-padded past k), then acc = fma(chain 0 + chain 1, 256 · 2^(e−127),
+// acc) with the block's scale code e (the decode's 1/256 undone, exact: a power of two; from code 247 up
+// that factor would overflow, so there the part is multiplied by 256 first, also exact, which rounds the
+// same). The sequence of operations on each (row, token) does not depend on R, T, j0 or how [0, k) is cut.
+template <int R, int T>
+void fp8_span(const Fp8Tile& t, int j0, int64_t k0, int64_t k1, float (*acc_mem)[kTileTokens][8]) {
+  const __m256i bit14_clear = _mm256_set1_epi16(static_cast<short>(0xBFFF));
+  const float* x = t.x + j0 * t.ldx;
+  __m256 acc[R][T];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_load_ps(acc_mem[r][j0 + j]);
+  for (int64_t kb = k0; kb < k1; kb += 128) {
+    const int64_t kend = kb + 128 < t.k ? kb + 128 : t.k;
+    __m256 c0[R][T], c1[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) c0[r][j] = c1[r][j] = _mm256_setzero_ps();
+    int64_t c = kb;
+    if (kend - kb == 128) {
+      for (; c < kend; c += 64) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + c) + t.prefetch, _MM_HINT_T0);
+        fp8_step<R, T>(t.w, x, t.ldx, c, bit14_clear, c0, c1);
+        fp8_step<R, T>(t.w, x, t.ldx, c + 16, bit14_clear, c0, c1);
+        fp8_step<R, T>(t.w, x, t.ldx, c + 32, bit14_clear, c0, c1);
+        fp8_step<R, T>(t.w, x, t.ldx, c + 48, bit14_clear, c0, c1);
+      }
+    } else {
+      // The row's last, partial block.
+      for (; c + 16 <= kend; c += 16) fp8_step<R, T>(t.w, x, t.ldx, c, bit14_clear, c0, c1);
+      if (c < kend) {
+        // Under 16 columns left: zero-padded copies, so no load reads past a row.
+        const int64_t len = kend - c;
+        alignas(16) uint8_t codes[R][16] = {};
+        alignas(32) float xs[T][16] = {};
+        const uint8_t* wp[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          std::memcpy(codes[r], t.w[r] + c, static_cast<size_t>(len));
+          wp[r] = codes[r];
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) std::memcpy(xs[j], x + j * t.ldx + c, static_cast<size_t>(len) * sizeof(float));
+        fp8_step<R, T>(wp, xs[0], 16, 0, bit14_clear, c0, c1);
+      }
+    }
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const uint8_t e = t.s[r][kb / 128];
       const __m256 s = _mm256_set1_ps(e < 247 ? kE8m0ToFloat[e] * 256.0f : kE8m0ToFloat[e]);
-      for (int j = 0; j < T; ++j)
-        acc[r][j] = _mm256_fmadd_ps(e < 247 ? part[r][j] : _mm256_mul_ps(part[r][j], _mm256_set1_ps(256.0f)), s,
-                                    acc[r][j]);
+#pragma GCC unroll 8
+      for (int j = 0; j < T; ++j) {
+        const __m256 part = _mm256_add_ps(c0[r][j], c1[r][j]);
+        acc[r][j] = _mm256_fmadd_ps(e < 247 ? part : _mm256_mul_ps(part, _mm256_set1_ps(256.0f)), s, acc[r][j]);
+      }
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(acc[r][j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) _mm256_store_ps(acc_mem[r][j0 + j], acc[r][j]);
+}
+
+// ---- BF16 ----
+
+inline __m256 bf16x8(const uint16_t* p) {
+  return _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
 }
 
 template <int R, int T>
-void bf16_tile(Bf16Tile& t) {
+inline void bf16_step(const uint16_t* const* w, const float* x, int64_t ldx, int64_t c, __m256 (&acc)[R][T]) {
+  __m256 wv[R];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) wv[r] = bf16x8(w[r] + c);
+  #pragma GCC unroll 8
+  for (int j = 0; j < T; ++j) {
+    __m256 xv = _mm256_loadu_ps(x + j * ldx + c);
+    asm("" : "+x"(xv));  // one load per token for all rows
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(wv[r], xv, acc[r][j]);
+  }
+}
+
+// Rows [r0, r0 + R) × tokens [j0, j0 + T): one chain per (row, token) over 8-column steps in K order
+// (the last one zero-padded past k), then hsum.
+template <int R, int T>
+void bf16_pass(Bf16Tile& t, int r0, int j0) {
+  const uint16_t* w[R];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) w[r] = t.w[r0 + r];
+  const float* x = t.x + j0 * t.ldx;
   __m256 acc[R][T];
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
     for (int j = 0; j < T; ++j) acc[r][j] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < t.k; k += 8) {
-    const int64_t len = t.k - k;
-    __m256 w[R];
-    alignas(32) float xs[T][8] = {};
-    const float* xp[T];
-    if (len >= 8) {
-      for (int r = 0; r < R; ++r)
-        w[r] = _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.w[r] + k))), 16));
-      for (int j = 0; j < T; ++j) xp[j] = t.x + j * t.ldx + k;
-    } else {
-      // Tail below 8 columns: zero-padded copies.
-      for (int r = 0; r < R; ++r) {
-        alignas(16) uint16_t ws[8] = {};
-        std::memcpy(ws, t.w[r] + k, static_cast<size_t>(len) * 2);
-        w[r] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(ws))), 16));
-      }
-      for (int j = 0; j < T; ++j) {
-        std::memcpy(xs[j], t.x + j * t.ldx + k, static_cast<size_t>(len) * sizeof(float));
-        xp[j] = xs[j];
-      }
-    }
-    for (int j = 0; j < T; ++j) {
-      const __m256 xv = _mm256_loadu_ps(xp[j]);
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(w[r], xv, acc[r][j]);
-    }
+  const int64_t full = t.k & ~int64_t{7};
+  int64_t c = 0;
+  for (; c + 32 <= full; c += 32) {
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + c) + t.prefetch, _MM_HINT_T0);
+    bf16_step<R, T>(w, x, t.ldx, c, acc);
+    bf16_step<R, T>(w, x, t.ldx, c + 8, acc);
+    bf16_step<R, T>(w, x, t.ldx, c + 16, acc);
+    bf16_step<R, T>(w, x, t.ldx, c + 24, acc);
   }
+  for (; c < full; c += 8) bf16_step<R, T>(w, x, t.ldx, c, acc);
+  if (c < t.k) {
+    const int64_t len = t.k - c;
+    alignas(16) uint16_t ws[R][8] = {};
+    alignas(32) float xs[T][8] = {};
+    const uint16_t* wp[R];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(ws[r], w[r] + c, static_cast<size_t>(len) * sizeof(uint16_t));
+      wp[r] = ws[r];
+    }
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) std::memcpy(xs[j], x + j * t.ldx + c, static_cast<size_t>(len) * sizeof(float));
+    bf16_step<R, T>(wp, xs[0], 8, 0, acc);
+  }
+  #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(acc[r][j]);
+    #pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) t.sums[r0 + r][j0 + j] = hsum(acc[r][j]);
 }
 
-// 8 packed-code dwords (one byte each, already shifted so the wanted nibble is in bits 0..3) → floats.
-inline __m256 e2m1x8(__m256i nib, __m256 lut_mag) {
-  const __m256 mag = _mm256_permutevar8x32_ps(lut_mag, nib);  // reads bits 0..2 only
-  const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(nib, 28), _mm256_set1_epi32(static_cast<int>(0x80000000u)));
-  return _mm256_xor_ps(mag, _mm256_castsi256_ps(sign));
+template <int R>
+void bf16_rows(Bf16Tile& t, int r0) {
+  switch (t.n_tokens) {
+    case 1: return bf16_pass<R, 1>(t, r0, 0);
+    case 2: return bf16_pass<R, 2>(t, r0, 0);
+    case 3: return bf16_pass<R, 3>(t, r0, 0);
+    case 4: return bf16_pass<R, 4>(t, r0, 0);
+    case 5: bf16_pass<R, 4>(t, r0, 0); return bf16_pass<R, 1>(t, r0, 4);
+    case 6: bf16_pass<R, 4>(t, r0, 0); return bf16_pass<R, 2>(t, r0, 4);
+    case 7: bf16_pass<R, 4>(t, r0, 0); return bf16_pass<R, 3>(t, r0, 4);
+    default: bf16_pass<R, 4>(t, r0, 0); return bf16_pass<R, 4>(t, r0, 4);
+  }
 }
 
-template <int R, int T>
-void fp4_tile(Fp4Tile& t) {
-  const __m256 lut = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
-  __m256 acc_e[R][T], acc_o[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < T; ++j) acc_e[r][j] = acc_o[r][j] = _mm256_setzero_ps();
-  const int64_t n_blocks = t.k / 32;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    for (int half = 0; half < 2; ++half) {
-      __m256 we[R], wo[R];
-      for (int r = 0; r < R; ++r) {
-        const __m256i bytes =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.w[r] + b * 16 + half * 8)));
-        const __m256 ls = _mm256_mul_ps(lut, _mm256_set1_ps(kE8m0ToFloat[t.s[r][b]]));
-        we[r] = e2m1x8(bytes, ls);
-        wo[r] = e2m1x8(_mm256_srli_epi32(bytes, 4), ls);
-      }
-      for (int j = 0; j < T; ++j) {
-        // Block order: evens at [0, 16), odds at [16, 32); this half covers 8 of each.
-        const float* xb = t.x + j * t.ldx + b * 32 + half * 8;
-        const __m256 xe = _mm256_loadu_ps(xb), xo = _mm256_loadu_ps(xb + 16);
-        for (int r = 0; r < R; ++r) {
-          acc_e[r][j] = _mm256_fmadd_ps(we[r], xe, acc_e[r][j]);
-          acc_o[r][j] = _mm256_fmadd_ps(wo[r], xo, acc_o[r][j]);
+}  // namespace
+
+// FP8: one token takes both rows at once (four FMA chains), over all of K. More tokens take each row alone,
+// four tokens per pass (8 chains + 4 accumulators + 2 weight vectors of the 16 registers), and K in spans
+// of kFp8SpanCols, every row and pass of a span before the next span: the span's activations of all 8
+// tokens (16 KiB) then stay in L1, where a pass over all of K at K = 4096 re-read each token's 16 KiB from
+// L2 for every row and pass (the L2's 32 bytes per cycle held 8 tokens at ~40% of the FMA peak).
+constexpr int64_t kFp8SpanCols = 512;
+
+void fp8_tile_avx2(Fp8Tile& t) {
+  alignas(32) float acc[kTileRows][kTileTokens][8] = {};
+  if (t.n_tokens == 1) {
+    if (t.n_rows == 2) fp8_span<2, 1>(t, 0, 0, t.k, acc);
+    else fp8_span<1, 1>(t, 0, 0, t.k, acc);
+  } else {
+    for (int64_t k0 = 0; k0 < t.k; k0 += kFp8SpanCols) {
+      const int64_t k1 = k0 + kFp8SpanCols < t.k ? k0 + kFp8SpanCols : t.k;
+      for (int r = 0; r < t.n_rows; ++r) {
+        Fp8Tile u = t;
+        u.w[0] = t.w[r];
+        u.s[0] = t.s[r];
+        for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
+          switch (t.n_tokens - j0) {
+            case 1: fp8_span<1, 1>(u, j0, k0, k1, acc + r); break;
+            case 2: fp8_span<1, 2>(u, j0, k0, k1, acc + r); break;
+            case 3: fp8_span<1, 3>(u, j0, k0, k1, acc + r); break;
+            default: fp8_span<1, 4>(u, j0, k0, k1, acc + r); break;
+          }
         }
       }
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(_mm256_add_ps(acc_e[r][j], acc_o[r][j]));
+  for (int r = 0; r < t.n_rows; ++r)
+    for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = hsum(_mm256_load_ps(acc[r][j]));
 }
 
-// 16 ymm registers hold at most 2 rows × 4 tokens: tokens 4..7 of a wider tile run as a second pass.
-// Each (row, token) accumulates on its own, so its sum does not depend on the pass that computes it.
-template <typename Tile>
-void in_passes_of_4(Tile& t, void (*four)(Tile&)) {
-  if (t.n_tokens <= 4) return four(t);
-  Tile u = t;
-  u.n_tokens = 4;
-  four(u);
-  for (int r = 0; r < t.n_rows; ++r)
-    for (int j = 0; j < 4; ++j) t.sums[r][j] = u.sums[r][j];
-  u.x = t.x + 4 * t.ldx;
-  u.n_tokens = t.n_tokens - 4;
-  four(u);
-  for (int r = 0; r < t.n_rows; ++r)
-    for (int j = 0; j < u.n_tokens; ++j) t.sums[r][4 + j] = u.sums[r][j];
-}
-
-}  // namespace
-
-#define DSV4_TILE_SWITCH(fn, t)                     \
-  switch ((t.n_rows - 1) * 4 + (t.n_tokens - 1)) { \
-    case 0: return fn<1, 1>(t);                    \
-    case 1: return fn<1, 2>(t);                    \
-    case 2: return fn<1, 3>(t);                    \
-    case 3: return fn<1, 4>(t);                    \
-    case 4: return fn<2, 1>(t);                    \
-    case 5: return fn<2, 2>(t);                    \
-    case 6: return fn<2, 3>(t);                    \
-    default: return fn<2, 4>(t);                   \
-  }
-
-namespace {
-void bf16_tile_4(Bf16Tile& t) { DSV4_TILE_SWITCH(bf16_tile, t) }
-void fp8_tile_4(Fp8Tile& t) { DSV4_TILE_SWITCH(fp8_tile, t) }
-void fp4_tile_4(Fp4Tile& t) { DSV4_TILE_SWITCH(fp4_tile, t) }
-}  // namespace
-
-// A Bf16Tile carries up to kBf16TileRows rows (the AVX-512 tile's width); this one runs them in pairs.
+// BF16: up to 4 rows × 2 tokens per pass (8 accumulators, 4 weight vectors); from 3 tokens, rows in pairs
+// × 4 tokens per pass.
 void bf16_tile_avx2(Bf16Tile& t) {
+  if (t.n_tokens <= 2) {
+    switch (t.n_rows) {
+      case 1: return bf16_rows<1>(t, 0);
+      case 2: return bf16_rows<2>(t, 0);
+      case 3: return bf16_rows<3>(t, 0);
+      default: return bf16_rows<4>(t, 0);
+    }
+  }
   for (int r0 = 0; r0 < t.n_rows; r0 += 2) {
-    Bf16Tile u = t;
-    u.n_rows = t.n_rows - r0 < 2 ? t.n_rows - r0 : 2;
-    for (int r = 0; r < u.n_rows; ++r) u.w[r] = t.w[r0 + r];
-    in_passes_of_4(u, bf16_tile_4);
-    for (int r = 0; r < u.n_rows; ++r)
-      for (int j = 0; j < t.n_tokens; ++j) t.sums[r0 + r][j] = u.sums[r][j];
+    if (t.n_rows - r0 >= 2) bf16_rows<2>(t, r0);
+    else bf16_rows<1>(t, r0);
   }
 }
-void fp8_tile_avx2(Fp8Tile& t) { in_passes_of_4(t, fp8_tile_4); }
-void fp4_tile_avx2(Fp4Tile& t) { in_passes_of_4(t, fp4_tile_4); }
-
-#undef DSV4_TILE_SWITCH
 
 }  // namespace dsv4::kernels::detail
 #endif  // __x86_64__

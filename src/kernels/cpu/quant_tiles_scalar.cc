@@ -140,7 +140,7 @@ Fp4Kernel fp4_kernel_for(Isa isa, XExact x) {
       note_bf16_refusal();
       return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
-      return {fp4_tile_avx2, Fp4XLayout::kBlockOrder};
+      return {fp4_tile_avx2, Fp4XLayout::kAvx2Groups};
 #endif
     default:
       return {fp4_tile_scalar, Fp4XLayout::kNatural};
@@ -180,6 +180,7 @@ int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
   switch (layout) {
     case Fp4XLayout::kNibblePlanes: return (k + 127) / 128 * 128;
     case Fp4XLayout::kBf16Pairs: return (k + 127) / 128 * 64;
+    case Fp4XLayout::kAvx2Groups: return (k + 63) / 64 * 64;
     default: return k;
   }
 }
@@ -199,6 +200,18 @@ void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t 
             o[b + i] = xr[b + 2 * i];
             o[b + 16 + i] = xr[b + 2 * i + 1];
           }
+        }
+        break;
+      case Fp4XLayout::kAvx2Groups:
+        // Group g's vector v, lane L, slot d ← element 64g + 32L + off[v] + 4d; past k (an odd last block) zeros.
+        for (int64_t g = 0; g < stride; g += 64) {
+          static constexpr int kOff[8] = {0, 2, 16, 18, 1, 3, 17, 19};
+          for (int v = 0; v < 8; ++v)
+            for (int lane = 0; lane < 2; ++lane)
+              for (int d = 0; d < 4; ++d) {
+                const int64_t e = g + 32 * lane + kOff[v] + 4 * d;
+                o[g + 8 * v + 4 * lane + d] = e < k ? xr[e] : 0.0f;
+              }
         }
         break;
       case Fp4XLayout::kNibblePlanes:

@@ -549,7 +549,7 @@ const int kRegistered = [] {
     for (int64_t m : {1, 4, 8})
       benchmark::RegisterBenchmark(("moe_layer/amx/m=" + std::to_string(m) + "/24x4096x2048").c_str(),
                                    [=](benchmark::State& s) { moe_layer_case(s, Isa::kAmx, m); });
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t m : {1, 4, 8})
       benchmark::RegisterBenchmark(("moe_layer/" + std::string(dsv4::kernels::isa_name(isa)) + "/m=" +
@@ -567,7 +567,7 @@ const int kRegistered = [] {
                                          [=](benchmark::State& s) { fp4_stream_case(s, isa, kind, threads, m, k); })
                 ->UseRealTime();
   }
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int threads : {1, 2})
       for (int64_t m : {1, 8})
@@ -593,7 +593,7 @@ const int kRegistered = [] {
               ->UseRealTime();
   // The model's dense shapes (and the 1 MiB slices linear_jobs hands a thread; 64x4096 is the chunk the
   // pool's split gives each claim of attn.wkv on 2 threads) streamed through AMX and the vector tiles.
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     struct DenseShape {
       bool fp8;
@@ -617,7 +617,7 @@ const int kRegistered = [] {
   }
   // DRAM-streamed dense projections on the vector tiles and on AMX (every m), the per-role choice of
   // linear.cc: FP8 wo_b and wq_b rows, then BF16 4096 (wo_a rows).
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t cols : {8192, 1024, 4096})
       for (dsv4::PageKind kind : {dsv4::PageKind::kSmall, dsv4::PageKind::kHuge})

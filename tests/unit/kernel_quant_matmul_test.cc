@@ -593,6 +593,76 @@ TEST(KernelQuantMatmul, Fp8TileEveryWidthAgainstOracle) {
   }
 }
 
+#if defined(__x86_64__)
+// The AVX2 FP8 tile on prepared activations (rebias decode, each token pre-scaled by 2^c and its sums by
+// 2^(120 − c)) against the vcvtph2ps tile on the raw ones: where every partial sum stays in fp32's normal
+// range both are one computation scaled by powers of two, so they must agree bit for bit — at every width
+// (1..2 rows × 1..8 tokens), K with partial blocks and 16-column tails, every code, and activations from
+// 2^-20 to 2^40 (c from 120 down to 86). At the scale extremes (2^-127 with large activations, 2^127 with
+// small ones, NaN) the prepared tile is held to the oracle's bound and keeps NaN to its row.
+TEST(KernelQuantMatmul, Fp8Avx2PreparedTileMatchesHalfTileAndOracle) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(4242);
+  for (int64_t k : {1, 16, 17, 127, 128, 129, 400, 1024}) {
+    for (int mag : {-20, 0, 8, 40}) {
+      for (int extreme = 0; extreme < 4; ++extreme) {
+        Fp8Case c = make_fp8(rng, 129, k, 0);
+        const int64_t sc = (k + 127) / 128;
+        for (int64_t i = 0; i < 16 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
+        if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;
+        if (extreme == 2) {
+          c.scales[static_cast<size_t>(sc + sc - 1)] = 254;
+          for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
+        }
+        if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;
+        std::vector<float> x = make_x(rng, 8, k, 0);
+        const int shift = extreme == 1 ? 40 : extreme == 2 ? -40 : mag;
+        for (float& v : x) v = std::ldexp(v, shift);
+        std::vector<float> xp(static_cast<size_t>(8 * detail::fp8_avx2_stride(k)), -1.0f);
+        detail::fp8_prepare_x_avx2(x.data(), 8, k, xp.data());
+        const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp8_weight(c.w, r * 128, i); });
+        for (int rows = 1; rows <= 2; ++rows) {
+          for (int tokens = 1; tokens <= 8; ++tokens) {
+            detail::Fp8Tile raw, prep;
+            for (int r = 0; r < 2; ++r) {
+              raw.w[r] = prep.w[r] = c.w.codes + r * 128 * k;
+              raw.s[r] = prep.s[r] = c.w.scales + r * sc;
+            }
+            raw.n_rows = prep.n_rows = rows;
+            raw.n_tokens = prep.n_tokens = tokens;
+            raw.k = prep.k = k;
+            raw.x = x.data();
+            raw.ldx = k;
+            prep.x = xp.data();
+            prep.ldx = detail::fp8_avx2_stride(k);
+            detail::fp8_tile_avx2(raw);
+            detail::fp8_tile_avx2_prepared(prep);
+            for (int r = 0; r < rows; ++r) {
+              for (int j = 0; j < tokens; ++j) {
+                const std::string at = "k=" + std::to_string(k) + " 2^" + std::to_string(shift) + " extreme " +
+                                       std::to_string(extreme) + " tile " + std::to_string(rows) + "x" +
+                                       std::to_string(tokens) + " row " + std::to_string(r) + " token " +
+                                       std::to_string(j);
+                if (extreme == 3 && r == 1) {
+                  ASSERT_TRUE(std::isnan(prep.sums[r][j])) << at;
+                  continue;
+                }
+                const size_t i = static_cast<size_t>(j * 2 + r);
+                const double tol = (static_cast<double>(k) + 8) * kU * o.abs[i] + kU * std::fabs(o.exact[i]);
+                ASSERT_LE(std::fabs(prep.sums[r][j] - o.exact[i]), tol) << at;
+                if (extreme == 0) {
+                  ASSERT_EQ(0, std::memcmp(&raw.sums[r][j], &prep.sums[r][j], sizeof(float))) << at;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 // Every ISA's BF16 tile called directly at every shape (1..4 rows × 1..8 tokens, the rows at every position
 // of the tile): within the oracle's bound, and each (row, token) sum bit-identical whatever the tile's
 // shape and the row's place in it (batch invariance at its source), across full and masked K steps.

@@ -111,13 +111,19 @@ void fp8_tile_avx512bf16(Fp8Tile& t);
 // two bf16 in the tile's pair order, zero past k. False (out then unspecified) unless every x is exact in
 // bf16 and every nonzero |x| ≥ 2^-100 (so that no product or partial sum is denormal: VDPBF16PS flushes).
 bool fp8_prepare_x_bf16pairs(const float* x, int64_t n_tokens, int64_t k, float* out);
+// FP8 on AVX2 with the rebias decode (quant_tiles_avx2.cc): Fp8Tile::x points at activations prepared by
+// fp8_prepare_x_avx2, ldx = fp8_avx2_stride(k). Each token's row holds x · 2^c (c ≤ 120, from the token's
+// own largest magnitude: batch-invariant) and, at column k, the factor 2^(120 − c) its sums are multiplied by.
+void fp8_tile_avx2_prepared(Fp8Tile& t);
+void fp8_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out);
+int64_t fp8_avx2_stride(int64_t k);
 #endif
 inline int64_t fp8_bf16pairs_stride(int64_t k) { return (k + 127) / 128 * 64; }
 // The FP8 tile a call on `isa` runs and the activations it reads. kAvx512Bf16 prepares x [n_tokens, k] into
 // `scratch` (fp8_scratch_floats(isa, n_tokens, k) floats) for the VDPBF16PS tile; activations it refuses
 // take the AVX-512 fp32 tile on x itself and count a bf16 refusal (bf16_refusals.h): the decision is per
-// call, so a refusal moves every row of it to the other summation order. Other ISAs: fp8_tile_for(isa)
-// on x. isa already resolved.
+// call, so a refusal moves every row of it to the other summation order. kAvx2 prepares x for
+// fp8_tile_avx2_prepared (every call). Other ISAs: fp8_tile_for(isa) on x. isa already resolved.
 struct Fp8Operand {
   Fp8TileFn tile;
   const float* x;

@@ -47,121 +47,148 @@ struct E2m1Decode {
   __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
 };
 
-// 32 packed bytes → the 8 fp32 vectors of their 64 E2M1 values (unscaled), in kAvx2Groups order.
-inline void e2m1x64(__m256i b, const E2m1Decode& d, __m256 (&v)[8]) {
-  const __m256i nib[2] = {_mm256_and_si256(b, d.nibble), _mm256_and_si256(_mm256_srli_epi16(b, 4), d.nibble)};
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    const __m256i b0 = _mm256_shuffle_epi8(d.lo_byte, nib[h]), b1 = _mm256_shuffle_epi8(d.hi_byte, nib[h]);
-    const __m256i w0 = _mm256_unpacklo_epi8(b0, b1), w1 = _mm256_unpackhi_epi8(b0, b1);
-    v[4 * h + 0] = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
-    v[4 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(w0, d.high_word));
-    v[4 * h + 2] = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
-    v[4 * h + 3] = _mm256_castsi256_ps(_mm256_and_si256(w1, d.high_word));
-  }
+// The 4 vectors of one nibble half (h = 0: elements 2p, h = 1: 2p + 1) of 32 packed bytes, in kAvx2Groups
+// order (vectors 4h .. 4h + 3).
+inline void e2m1x32(__m256i nib, const E2m1Decode& d, __m256 (&v)[4]) {
+  const __m256i b0 = _mm256_shuffle_epi8(d.lo_byte, nib), b1 = _mm256_shuffle_epi8(d.hi_byte, nib);
+  const __m256i w0 = _mm256_unpacklo_epi8(b0, b1), w1 = _mm256_unpackhi_epi8(b0, b1);
+  v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
+  v[1] = _mm256_castsi256_ps(_mm256_and_si256(w0, d.high_word));
+  v[2] = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+  v[3] = _mm256_castsi256_ps(_mm256_and_si256(w1, d.high_word));
 }
 
-// Row r's bytes of group g (32, or 16 for a last, odd block: the other lane reads as zero codes).
-inline __m256i group_bytes(const Fp4Tile& t, int r, int64_t g, int64_t n_blocks) {
-  const uint8_t* p = t.w[r] + g * 32;
-  if (2 * g + 2 <= n_blocks) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+inline __m256i low_nibbles(__m256i b, const E2m1Decode& d) { return _mm256_and_si256(b, d.nibble); }
+inline __m256i high_nibbles(__m256i b, const E2m1Decode& d) {
+  return _mm256_and_si256(_mm256_srli_epi16(b, 4), d.nibble);
+}
+
+// Row r's bytes of group g: 32, or for a last, odd block 16 (the other lane reads as zero codes).
+inline __m256i group_bytes(const uint8_t* w, int64_t g, bool odd_tail) {
+  const uint8_t* p = w + g * 32;
+  if (!odd_tail) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4] for row r's blocks 2g, 2g + 1 (a missing second block: 1, so
-// that its zero part adds exactly zero).
-inline __m256 group_scales(const Fp4Tile& t, int r, int64_t g, int64_t n_blocks) {
-  const float s0 = kE8m0ToFloat[t.s[r][2 * g]];
-  const float s1 = 2 * g + 1 < n_blocks ? kE8m0ToFloat[t.s[r][2 * g + 1]] : 1.0f;
-  return _mm256_setr_m128(_mm_set1_ps(s0), _mm_set1_ps(s1));
+// [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4] for blocks 2g, 2g + 1 of a row's scales s (a missing second
+// block: 1, so that its zero part adds exactly zero).
+inline __m256 group_scales(const uint8_t* s, int64_t g, bool odd_tail) {
+  const __m128 s0 = _mm_broadcast_ss(&kE8m0ToFloat[s[2 * g]]);
+  const __m128 s1 = odd_tail ? _mm_set1_ps(1.0f) : _mm_broadcast_ss(&kE8m0ToFloat[s[2 * g + 1]]);
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(s0), s1, 1);
 }
 
-// One token: both rows decoded and multiplied in registers, two groups per step (their parts are separate
-// chains, so four chains are in flight for two rows).
+// One group of one row for one token: part = one FMA chain over the 8 vectors (the low-nibble half
+// decoded and multiplied, then the high one), then acc = fma(part, scales, acc).
+inline __m256 fp4_group_dot(const uint8_t* w, const uint8_t* s, const float* x, int64_t g, bool odd_tail,
+                            const E2m1Decode& d, __m256 acc) {
+  const __m256i b = group_bytes(w, g, odd_tail);
+  const float* xg = x + g * 64;
+  __m256 v[4];
+  e2m1x32(low_nibbles(b, d), d, v);
+  __m256 part = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg));
+#pragma GCC unroll 4
+  for (int i = 1; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 8 * i), part);
+  e2m1x32(high_nibbles(b, d), d, v);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 32 + 8 * i), part);
+  return _mm256_fmadd_ps(part, group_scales(s, g, odd_tail), acc);
+}
+
+// One token: every row's groups in order, decoded and multiplied in registers.
 template <int R>
 void fp4_one_token(Fp4Tile& t) {
   const E2m1Decode d;
-  const int64_t n_blocks = t.k / 32, n_groups = (n_blocks + 1) / 2;
+  const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
+  const uint8_t* w[R];
+  const uint8_t* s[R];
   __m256 acc[R];
 #pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const float* xg = t.x + g * 64;
+  for (int r = 0; r < R; ++r) {
+    w[r] = t.w[r];
+    s[r] = t.s[r];
+    acc[r] = _mm256_setzero_ps();
+  }
+  int64_t g = 0;
+  for (; g + 2 <= n_full; g += 2) {  // 64 bytes of each row per step: one prefetch per row
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
-      if (g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
-      __m256 v[8];
-      e2m1x64(group_bytes(t, r, g, n_blocks), d, v);
-      __m256 part = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg));
-#pragma GCC unroll 8
-      for (int i = 1; i < 8; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 8 * i), part);
-      acc[r] = _mm256_fmadd_ps(part, group_scales(t, r, g, n_blocks), acc[r]);
+      _mm_prefetch(reinterpret_cast<const char*>(w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
+      acc[r] = fp4_group_dot(w[r], s[r], t.x, g, false, d, acc[r]);
+      acc[r] = fp4_group_dot(w[r], s[r], t.x, g + 1, false, d, acc[r]);
     }
   }
+  for (; g < n_full; ++g)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[r] = fp4_group_dot(w[r], s[r], t.x, g, false, d, acc[r]);
+  if (n_blocks % 2 != 0)
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[r] = fp4_group_dot(w[r], s[r], t.x, g, true, d, acc[r]);
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
 }
 
-// 2..8 tokens: each group of each row decoded once into an L1 buffer, then multiplied with up to 4 tokens
-// per pass (R·T chains of the 16 registers, the accumulators in memory, touched once per group).
-template <int R, int T>
-inline void fp4_group_pass(const float (*w)[8][8], const float* x, int64_t ldx, const __m256 (&scale)[R],
-                           float (*acc)[kTileTokens][8], int j0) {
-  __m256 part[R][T];
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) {
-    const __m256 wv = _mm256_load_ps(w[r][0]);
+// One row × tokens [j0, j0 + T) (T ≤ 4) over one group: each decoded vector feeds the T tokens' chains as it
+// is made (T parts + 4 vectors + the decode's constants of the 16 registers), then acc[j] (memory, touched
+// once per group) = fma(part, scales, acc[j]). The same operations per token as fp4_group_dot.
+template <int T>
+inline void fp4_group_tokens(const uint8_t* w, const uint8_t* s, const float* x, int64_t ldx, int64_t g,
+                             bool odd_tail, const E2m1Decode& d, float (*acc)[8]) {
+  const __m256i b = group_bytes(w, g, odd_tail);
+  const float* xg = x + g * 64;
+  __m256 v[4], part[T];
+  e2m1x32(low_nibbles(b, d), d, v);
 #pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) part[r][j] = _mm256_mul_ps(wv, _mm256_loadu_ps(x + (j0 + j) * ldx));
-  }
-#pragma GCC unroll 8
-  for (int i = 1; i < 8; ++i) {
-    __m256 wv[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) wv[r] = _mm256_load_ps(w[r][i]);
+  for (int j = 0; j < T; ++j) part[j] = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg + j * ldx));
 #pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) {
-      __m256 xv = _mm256_loadu_ps(x + (j0 + j) * ldx + 8 * i);
-      asm("" : "+x"(xv));  // one load per token for both rows
-#pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) part[r][j] = _mm256_fmadd_ps(wv[r], xv, part[r][j]);
-    }
-  }
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r)
+  for (int i = 1; i < 4; ++i)
 #pragma GCC unroll 4
-    for (int j = 0; j < T; ++j)
-      _mm256_store_ps(acc[r][j0 + j], _mm256_fmadd_ps(part[r][j], scale[r], _mm256_load_ps(acc[r][j0 + j])));
+    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 8 * i), part[j]);
+  e2m1x32(high_nibbles(b, d), d, v);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 32 + 8 * i), part[j]);
+  const __m256 sc = group_scales(s, g, odd_tail);
+#pragma GCC unroll 4
+  for (int j = 0; j < T; ++j) _mm256_store_ps(acc[j], _mm256_fmadd_ps(part[j], sc, _mm256_load_ps(acc[j])));
 }
 
-template <int R>
-void fp4_tokens(Fp4Tile& t) {
+// One row × tokens [j0, j0 + T) over groups [g0, g1) of K.
+template <int T>
+void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, float (*acc)[8]) {
   const E2m1Decode d;
-  const int64_t n_blocks = t.k / 32, n_groups = (n_blocks + 1) / 2;
-  alignas(32) float acc[R][kTileTokens][8] = {};
-  alignas(32) float w[R][8][8];
-  for (int64_t g = 0; g < n_groups; ++g) {
-    __m256 scale[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      if (g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
-      __m256 v[8];
-      e2m1x64(group_bytes(t, r, g, n_blocks), d, v);
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) _mm256_store_ps(w[r][i], v[i]);
-      scale[r] = group_scales(t, r, g, n_blocks);
-    }
-    const float* xg = t.x + g * 64;
-    for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
-      switch (t.n_tokens - j0) {
-        case 1: fp4_group_pass<R, 1>(w, xg, t.ldx, scale, acc, j0); break;
-        case 2: fp4_group_pass<R, 2>(w, xg, t.ldx, scale, acc, j0); break;
-        case 3: fp4_group_pass<R, 3>(w, xg, t.ldx, scale, acc, j0); break;
-        default: fp4_group_pass<R, 4>(w, xg, t.ldx, scale, acc, j0); break;
-      }
-    }
+  const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
+  const float* x = t.x + j0 * t.ldx;
+  for (int64_t g = g0; g < g1; ++g) {
+    if (g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
+    fp4_group_tokens<T>(t.w[r], t.s[r], x, t.ldx, g, g == n_full, d, acc + j0);
   }
-  for (int r = 0; r < R; ++r)
+}
+
+// 2..8 tokens: each row alone, tokens in passes of up to 4 (5..8 tokens decode each row twice: the FMAs,
+// 8 per token per 64 weights, outweigh the 19-instruction decode), and K in spans of kFp4SpanGroups
+// groups, every row and pass of a span before the next: the span's activations of all tokens (16 KiB at
+// 8 tokens) then stay in L1 for both rows, where one row's pass over all of K read each activation vector
+// from L2, one load per FMA (2 tokens ran at 1.9x the time of 1).
+constexpr int64_t kFp4SpanGroups = 8;  // 512 columns
+
+void fp4_tokens(Fp4Tile& t) {
+  alignas(32) float acc[kTileRows][kTileTokens][8] = {};
+  const int64_t n_groups = (t.k / 32 + 1) / 2;
+  for (int64_t g0 = 0; g0 < n_groups; g0 += kFp4SpanGroups) {
+    const int64_t g1 = g0 + kFp4SpanGroups < n_groups ? g0 + kFp4SpanGroups : n_groups;
+    for (int r = 0; r < t.n_rows; ++r)
+      for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
+        switch (t.n_tokens - j0) {
+          case 1: fp4_row_tokens<1>(t, r, j0, g0, g1, acc[r]); break;
+          case 2: fp4_row_tokens<2>(t, r, j0, g0, g1, acc[r]); break;
+          case 3: fp4_row_tokens<3>(t, r, j0, g0, g1, acc[r]); break;
+          default: fp4_row_tokens<4>(t, r, j0, g0, g1, acc[r]); break;
+        }
+      }
+  }
+  for (int r = 0; r < t.n_rows; ++r)
     for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = hsum(_mm256_load_ps(acc[r][j]));
 }
 
@@ -169,7 +196,7 @@ void fp4_tokens(Fp4Tile& t) {
 
 void fp4_tile_avx2(Fp4Tile& t) {
   if (t.n_tokens == 1) return t.n_rows == 2 ? fp4_one_token<2>(t) : fp4_one_token<1>(t);
-  return t.n_rows == 2 ? fp4_tokens<2>(t) : fp4_tokens<1>(t);
+  return fp4_tokens(t);
 }
 
 }  // namespace dsv4::kernels::detail

@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <span>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/bf16_refusals.h"
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/indexer.h"
 #include "kernel_isas.h"
@@ -298,6 +300,56 @@ TEST(KernelIndexer, Bf16PathFallsBackOnTinyOrInexactValues) {
   emulate_bf16_scores(q.data(), nh, hd, base_keys.data(), n, w.data(), emul.data());
   for (int64_t t = 0; t < n; ++t) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], emul[static_cast<size_t>(t)])) << t;
 }
+
+#if defined(__x86_64__)
+// The AVX2 integer path (indexer_int8_avx2.cc) at its edges, against the reference and its own fp32 loop:
+// keys whose blocks are 4-bit integers beyond E2M1 (±7, ±9 .. ±15 times a power of two: they pass its test
+// and stay exact), an all-zero key, a key with one raw block and one with a NaN (each takes the fp32 loop
+// alone: its group's other keys keep the integer path), head_dim 64 and 128, key counts off the 8-key
+// groups, and every split of the keys into two calls (a key's group changes, its bits must not). A q with
+// one raw block sends the call to the fp32 loop, bit for bit.
+TEST(KernelIndexer, Avx2IntegerPathEdges) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int> small(-15, 15), expo(-6, 6);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t hd : {64, 128})
+    for (int64_t n : {9, 23}) {
+      const int64_t nh = 64;
+      const auto q = fp4_rows(rng, nh, hd, 0);
+      auto keys = fp4_rows(rng, n, hd, 0);
+      for (int64_t b = 0; b < hd / 32; ++b) {  // key 1: 4-bit integers times 2^e per block
+        const int e = expo(rng);
+        for (int64_t i = 0; i < 32; ++i) keys[static_cast<size_t>(hd + 32 * b + i)] = std::ldexp(static_cast<float>(small(rng)), e);
+      }
+      std::fill(keys.begin() + 4 * hd, keys.begin() + 5 * hd, 0.0f);                            // key 4: zeros
+      for (int64_t i = 32; i < 64; ++i) keys[static_cast<size_t>(6 * hd + i)] = nd(rng);         // key 6: a raw block
+      keys[static_cast<size_t>(8 * hd + 3)] = std::numeric_limits<float>::quiet_NaN();          // key 8: a NaN
+      const auto w = head_weights(rng, nh);
+      std::vector<float> want(static_cast<size_t>(n)), fp32(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+      detail::indexer_scores_avx2_fp32(q.data(), nh, hd, keys.data(), 0, n, w.data(), fp32.data());
+      for (int64_t split = 0; split <= n; ++split) {
+        std::fill(got.begin(), got.end(), -7.0f);
+        detail::indexer_scores_avx2(q.data(), nh, hd, keys.data(), 0, split, w.data(), got.data());
+        detail::indexer_scores_avx2(q.data(), nh, hd, keys.data(), split, n, w.data(), got.data());
+        for (int64_t t = 0; t < n; ++t) {
+          const float g = got[static_cast<size_t>(t)];
+          const float r = (t == 6 || t == 8) ? fp32[static_cast<size_t>(t)] : want[static_cast<size_t>(t)];
+          ASSERT_TRUE(same_bits(g, r)) << "hd=" << hd << " n=" << n << " split=" << split << " t=" << t << ": " << g
+                                       << " vs " << r;
+        }
+      }
+      auto q_raw = q;
+      q_raw[static_cast<size_t>(5 * hd + 40)] = 0.3f * nd(rng) + 0.01f;  // head 5: not FP4-like
+      std::vector<float> want_raw(static_cast<size_t>(n));
+      detail::indexer_scores_avx2_fp32(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), want_raw.data());
+      detail::indexer_scores_avx2(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), got.data());
+      for (int64_t t = 0; t < n; ++t)
+        ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want_raw[static_cast<size_t>(t)])) << "raw q, t=" << t;
+    }
+}
+#endif
 
 TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
   std::mt19937 rng(13);

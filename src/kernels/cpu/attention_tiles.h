@@ -44,8 +44,11 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
 void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale);
+// Integer dot products for FP4-like q and keys (indexer_int8_avx2.cc); anything else goes to the fp32 loop.
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores);
+void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                              const float* w, float* scores);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

@@ -1,6 +1,7 @@
 // kernels: AVX2 attention loops (compiled with -mavx2 -mfma -ffp-contract=off; called only after runtime
 // detection): the loops of attention_tiles_simd.inc at 8 fp32 / 4 double lanes — q·k in 8 fp32 lanes,
-// P·V in 4 double lanes in list order (two vectors per head and pass), the indexer over 8 keys at a time.
+// P·V in 4 double lanes in list order (two vectors per head and pass), the indexer over 8 keys at a time
+// (the fp32 loop behind indexer_int8_avx2.cc).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -104,8 +105,8 @@ void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows,
   attn_pv_simd<Avx2>(probs, n_heads, rows, n_rows, d, blocks);
 }
 
-void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
-                         const float* w, float* scores) {
+void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
+                              const float* w, float* scores) {
   indexer_scores_simd<Avx2>(q, n_heads, d, keys, k0, k1, w, scores);
 }
 

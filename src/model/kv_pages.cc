@@ -326,6 +326,12 @@ const float* KvPageTable::row_f32(int64_t i) const {
   return reinterpret_cast<const float*>(data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes());
 }
 
+const uint8_t* KvPageTable::row_bytes(int64_t i) const {
+  DSV4_DCHECK(i >= first_row() && i < n_rows_, "KvPageTable::row_bytes out of range");
+  const int64_t pr = pool_->page_rows();
+  return data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes();
+}
+
 void KvPageTable::truncate(int64_t n) {
   DSV4_CHECK(n >= first_row() && n <= n_rows_, "KvPageTable::truncate outside the held rows");
   if (!pool_) return;

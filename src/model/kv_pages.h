@@ -161,6 +161,9 @@ class KvPageTable {
   void read(int64_t i, float* out) const;
   // kF32 storage only: row i in place, [dims] floats (valid until the table next changes).
   const float* row_f32(int64_t i) const;
+  // Row i's stored bytes in place, pool().row_bytes() of them, in its storage's encoding (kFp4: a
+  // core/kv_row.h index key); valid until the table next changes.
+  const uint8_t* row_bytes(int64_t i) const;
   // Keeps the first n rows (first_row() <= n <= size()); pages past them go back to the pool.
   void truncate(int64_t n);
   void clear();

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "core/formats.h"
+#include "core/kv_row.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/indexer.h"
 #include "ops/reference/indexer.h"
 #include "kernel_isas.h"
@@ -299,6 +300,44 @@ TEST(KernelIndexer, Bf16PathFallsBackOnTinyOrInexactValues) {
   EXPECT_EQ(run(q, base_keys, Isa::kAvx512Bf16, &got), 0u);
   emulate_bf16_scores(q.data(), nh, hd, base_keys.data(), n, w.data(), emul.data());
   for (int64_t t = 0; t < n; ++t) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], emul[static_cast<size_t>(t)])) << t;
+}
+
+// indexer_scores_packed on keys stored as the model stores them (core/kv_row.h encode_index_key) against the
+// reference on the decoded keys, bit for bit, on every ISA, serial and on 3 threads, at key counts around the
+// 8/32-key groups and the 256-key decode slices, head_dim 64, 128 and 288; some keys get scale codes the
+// AVX2 integer path does not take (0, 60, 200, 255: the per-key fallback, NaN included).
+TEST(KernelIndexer, PackedKeysMatchTheReferenceOnDecodedKeys) {
+  std::mt19937 rng(31);
+  ThreadPool pool(3);
+  for (int64_t hd : {64, 128, 288})
+    for (int64_t n : {1, 9, 33, 300, 600}) {
+      const int64_t nh = 64, kb = index_key_bytes(hd);
+      const auto q = fp4_rows(rng, nh, hd, 0);
+      const auto raw = fp4_rows(rng, n, hd, 0);
+      std::vector<uint8_t> packed(static_cast<size_t>(n * kb));
+      for (int64_t t = 0; t < n; ++t)
+        encode_index_key({raw.data() + t * hd, static_cast<size_t>(hd)}, {packed.data() + t * kb, static_cast<size_t>(kb)});
+      const uint8_t odd_scales[] = {0, 60, 200, 255};
+      for (int64_t t = 3, i = 0; t < n; t += 11, ++i) packed[static_cast<size_t>(t * kb + hd / 2 + i % (hd / 32))] = odd_scales[i % 4];
+      std::vector<float> keys(static_cast<size_t>(n * hd));
+      std::vector<const uint8_t*> rows(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) {
+        decode_index_key({packed.data() + t * kb, static_cast<size_t>(kb)}, {keys.data() + t * hd, static_cast<size_t>(hd)});
+        rows[static_cast<size_t>(t)] = packed.data() + t * kb;
+      }
+      const auto w = head_weights(rng, nh);
+      std::vector<float> want(static_cast<size_t>(n));
+      ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+      for (Isa isa : isas())
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> got(static_cast<size_t>(n), -7.0f);
+          indexer_scores_packed(q.data(), nh, hd, rows.data(), n, w.data(), got.data(), {isa, p});
+          for (int64_t t = 0; t < n; ++t)
+            ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
+                << isa_name(isa) << " hd=" << hd << " n=" << n << " t=" << t << ": " << got[static_cast<size_t>(t)]
+                << " vs " << want[static_cast<size_t>(t)];
+        }
+    }
 }
 
 #if defined(__x86_64__)

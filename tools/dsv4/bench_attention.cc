@@ -7,6 +7,7 @@
 #include <span>
 
 #include "bench_util.h"
+#include "core/kv_row.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/indexer.h"
@@ -77,7 +78,16 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
     const int64_t k = std::min(s.index_topk, n_comp);
     const std::vector<float> window = random_rows(s.window, D, 10, false);
     const std::vector<float> entries = random_rows(std::max<int64_t>(n_comp, 1), D, 11, false);
+    // The index keys as the model stores them (packed FP4, core/kv_row.h) and scores them in place.
     const std::vector<float> keys = random_rows(std::max<int64_t>(n_comp, 1), s.index_head_dim, 12, true);
+    const int64_t key_bytes = index_key_bytes(s.index_head_dim);
+    std::vector<uint8_t> packed(static_cast<size_t>(std::max<int64_t>(n_comp, 1) * key_bytes));
+    std::vector<const uint8_t*> key_rows(static_cast<size_t>(std::max<int64_t>(n_comp, 1)));
+    for (int64_t t = 0; t < std::max<int64_t>(n_comp, 1); ++t) {
+      encode_index_key({keys.data() + t * s.index_head_dim, static_cast<size_t>(s.index_head_dim)},
+                       {packed.data() + t * key_bytes, static_cast<size_t>(key_bytes)});
+      key_rows[static_cast<size_t>(t)] = packed.data() + t * key_bytes;
+    }
     std::vector<float> scores(static_cast<size_t>(std::max<int64_t>(n_comp, 1)));
     std::vector<int32_t> picked(static_cast<size_t>(std::max<int64_t>(k, 1)));
     std::vector<const float*> list;
@@ -89,8 +99,8 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
     for (int64_t it = 0; it < 4 || seconds_since(t_start) < min_time; ++it) {
       const double c0 = thread_cpu_seconds();
       const auto t0 = Clock::now();
-      kernels::indexer_scores(iq.data(), s.index_heads, s.index_head_dim, keys.data(), n_comp, iw.data(),
-                              scores.data(), opt);
+      kernels::indexer_scores_packed(iq.data(), s.index_heads, s.index_head_dim, key_rows.data(), n_comp, iw.data(),
+                                     scores.data(), opt);
       const auto t1 = Clock::now();
       kernels::topk_desc(scores.data(), n_comp, k, picked.data(), topk_scratch);
       const auto t2 = Clock::now();

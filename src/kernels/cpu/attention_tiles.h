@@ -49,6 +49,9 @@ void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float
                          const float* w, float* scores);
 void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                               const float* w, float* scores);
+// The integer path on packed index keys (core/kv_row.h), keys[t] the t-th key's bytes.
+void indexer_scores_packed_avx2(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0,
+                                int64_t k1, const float* w, float* scores);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

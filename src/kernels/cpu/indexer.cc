@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/kv_row.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_tiles.h"
 
@@ -28,6 +29,36 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
   }
   opt.pool->parallel_for(n_keys, kGrain,
                          [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
+}
+
+void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
+                           int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt) {
+  DSV4_CHECK(n_heads > 0 && head_dim > 0 && head_dim % kIndexKeyBlock == 0 && n_keys >= 0,
+             "indexer_scores_packed: bad shape");
+  if (n_keys == 0) return;
+  const Isa isa = resolve_isa(opt.isa);
+  const auto fn = detail::indexer_scores_for(isa);
+  const int64_t key_bytes = index_key_bytes(head_dim);
+  // Chunks start on multiples of 32 keys, as indexer_scores's do, so the loops' key groups are the same.
+  auto chunk = [&](int64_t k0, int64_t k1) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx2) return detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores);
+#endif
+    constexpr int64_t kSlice = 256;  // keys decoded at a time (128 KiB at head_dim 128: stays in L2)
+    thread_local std::vector<float> buf;
+    if (buf.size() < static_cast<size_t>(kSlice * head_dim)) buf.resize(static_cast<size_t>(kSlice * head_dim));
+    for (int64_t s0 = k0; s0 < k1; s0 += kSlice) {
+      const int64_t n = std::min(kSlice, k1 - s0);
+      for (int64_t t = 0; t < n; ++t)
+        decode_index_key({keys[s0 + t], static_cast<size_t>(key_bytes)},
+                         {buf.data() + t * head_dim, static_cast<size_t>(head_dim)});
+      fn(q, n_heads, head_dim, buf.data(), 0, n, w, scores + s0);
+    }
+  };
+  const int64_t per_key = n_heads * head_dim;
+  const int64_t kGrain = std::max<int64_t>(32, (((int64_t{1} << 20) / per_key + 31) / 32) * 32);
+  if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1) return chunk(0, n_keys);
+  opt.pool->parallel_for(n_keys, kGrain, [&](int64_t k0, int64_t k1, int) { chunk(k0, k1); });
 }
 
 namespace {

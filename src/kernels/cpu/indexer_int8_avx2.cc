@@ -25,6 +25,7 @@
 
 #include <cstring>
 
+#include "core/kv_row.h"
 #include "kernels/cpu/attention_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -125,17 +126,39 @@ bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
 }
 
 // One group of 8 keys in the vpmaddubsw order: for block b and step s, vector (b·8 + s) holds elements
-// 32b + 4s .. 32b + 4s + 3 of key j at bytes 4j .. 4j + 3; per block and key, the accumulators' start
-// (16-bit lanes 2j, 2j + 1 = −15·Σ I, 0: the offset's correction, |·| ≤ 7200, so a lane stays below 2^14)
-// and 2^E.
+// 32b + 4s .. 32b + 4s + 3 of key j at bytes 4j .. 4j + 3; per block the accumulators' start (set_init:
+// the offset's correction) and per block and key 2^E.
 struct KeyGroup {
   alignas(32) int8_t bytes[(kMaxDim / 32) * 8 * 32];
   alignas(32) int16_t init[kMaxDim / 32][2 * kGroupKeys];
   alignas(32) float scale[kMaxDim / 32][kGroupKeys];
 };
 
-// Converts keys t0 .. t0 + nk − 1 (nk ≤ 8; missing keys and keys that are not FP4-like become zeros). Returns
-// the bit mask of keys that need the fp32 loop.
+// The accumulators' start of every block of a group from its key vectors: −15·Σ I per key, summed by
+// vpmaddubsw against bytes of 15 like a head whose q' is all 15 (16-bit lanes 2j, 2j + 1 of key j together
+// hold it; each |·| ≤ 8·2·15·15 = 3600, so with the head's own sum a lane stays below 2^14).
+void set_init(int64_t nb, KeyGroup& g) {
+  const __m256i fifteen = _mm256_set1_epi8(kQOffset);
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i c = _mm256_setzero_si256();
+    for (int s = 0; s < 8; ++s)
+      c = _mm256_sub_epi16(c, _mm256_maddubs_epi16(fifteen, _mm256_load_si256(reinterpret_cast<const __m256i*>(
+                                                                g.bytes + (b * 8 + s) * 32))));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(g.init[b]), c);
+  }
+}
+
+// v[b][j]: block b of key j as 32 int8 in element order → the group's vpmaddubsw order, and its init.
+void store_group(int64_t nb, __m256i (*v)[kGroupKeys], KeyGroup& g) {
+  for (int64_t b = 0; b < nb; ++b) {
+    transpose8x8_epi32(v[b]);
+    for (int s = 0; s < 8; ++s) _mm256_store_si256(reinterpret_cast<__m256i*>(g.bytes + (b * 8 + s) * 32), v[b][s]);
+  }
+  set_init(nb, g);
+}
+
+// Converts fp32 keys t0 .. t0 + nk − 1 (nk ≤ 8; missing keys and keys that are not FP4-like become zeros).
+// Returns the bit mask of keys that need the fp32 loop.
 unsigned convert_keys(const float* keys, int64_t d, int64_t t0, int64_t nk, KeyGroup& g) {
   const int64_t nb = d / 32;
   unsigned fallback = 0;
@@ -148,8 +171,6 @@ unsigned convert_keys(const float* keys, int64_t d, int64_t t0, int64_t nk, KeyG
         if (j < nk) fallback |= 1u << j;
         v[b][j] = _mm256_setzero_si256();
       }
-      g.init[b][2 * j] = static_cast<int16_t>(-kQOffset * sum);
-      g.init[b][2 * j + 1] = 0;
       g.scale[b][j] = sc;
     }
   // A key is taken whole by one path: one that fails in any block reads as zeros in all of them.
@@ -157,13 +178,42 @@ unsigned convert_keys(const float* keys, int64_t d, int64_t t0, int64_t nk, KeyG
     if (fallback & (1u << j))
       for (int64_t b = 0; b < nb; ++b) {
         v[b][j] = _mm256_setzero_si256();
-        g.init[b][2 * j] = 0;
         g.scale[b][j] = 1.0f;
       }
-  for (int64_t b = 0; b < nb; ++b) {
-    transpose8x8_epi32(v[b]);
-    for (int s = 0; s < 8; ++s) _mm256_store_si256(reinterpret_cast<__m256i*>(g.bytes + (b * 8 + s) * 32), v[b][s]);
+  store_group(nb, v, g);
+  return fallback;
+}
+
+// The same from packed index keys (core/kv_row.h: d/2 bytes of E2M1 codes, low nibble first, then one E8M0
+// scale per 32): I = 2·E2M1 by a byte-table lookup per nibble, E = e − 128. Exact for every code; a key
+// whose scale codes are outside [72, 184] (|E| > 56), NaN included, takes the fp32 loop.
+unsigned convert_packed_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, KeyGroup& g) {
+  const int64_t nb = d / 32;
+  const __m128i twice_e2m1 = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m128i nibble = _mm_set1_epi8(0x0F);
+  unsigned fallback = 0;
+  __m256i v[kMaxDim / 32][kGroupKeys];
+  for (int j = 0; j < kGroupKeys; ++j) {
+    const uint8_t* key = j < nk ? keys[t0 + j] : nullptr;
+    bool ok = key != nullptr;
+    for (int64_t b = 0; ok && b < nb; ++b) ok = key[d / 2 + b] >= 72 && key[d / 2 + b] <= 184;
+    if (!ok) {
+      if (j < nk) fallback |= 1u << j;
+      for (int64_t b = 0; b < nb; ++b) {
+        v[b][j] = _mm256_setzero_si256();
+        g.scale[b][j] = 1.0f;
+      }
+      continue;
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key + 16 * b));
+      const __m128i lo = _mm_shuffle_epi8(twice_e2m1, _mm_and_si128(codes, nibble));
+      const __m128i hi = _mm_shuffle_epi8(twice_e2m1, _mm_and_si128(_mm_srli_epi16(codes, 4), nibble));
+      v[b][j] = _mm256_setr_m128i(_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi));
+      g.scale[b][j] = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((key[d / 2 + b] - 1) << 23)));  // 2^(e − 128)
+    }
   }
+  store_group(nb, v, g);
   return fallback;
 }
 
@@ -228,12 +278,14 @@ inline void add_terms(const __m256 (&dot)[NH], const float* w, __m256d& lo, __m2
   }
 }
 
-template <int NB>
-void score_groups(const QInts& qi, const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0,
-                  int64_t k1, const float* w, float* scores, KeyGroup& g) {
+// Scores keys [k0, k1): convert(t0, nk, g) fills group g with keys t0 .. t0 + nk − 1 and returns the mask of
+// those the fp32 loop takes, fp32(t0, nk, out) gives that loop's scores of the group.
+template <int NB, typename Convert, typename Fp32>
+void score_groups(const QInts& qi, int64_t n_heads, int64_t d, int64_t k0, int64_t k1, const float* w,
+                  float* scores, KeyGroup& g, Convert convert, Fp32 fp32) {
   for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys) {
     const int64_t nk = k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys;
-    const unsigned fallback = convert_keys(keys, d, t0, nk, g);
+    const unsigned fallback = convert(t0, nk, g);
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
     int64_t h = 0;
     for (; h + 4 <= n_heads; h += 4) {
@@ -250,7 +302,7 @@ void score_groups(const QInts& qi, const float* q, int64_t n_heads, int64_t d, c
     _mm256_store_ps(out, round_bf16(_mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo))));
     if (fallback != 0) {
       float raw[kGroupKeys];
-      indexer_scores_avx2_fp32(q, n_heads, d, keys + t0 * d, 0, nk, w, raw);
+      fp32(t0, nk, raw);
       for (int j = 0; j < nk; ++j)
         if (fallback & (1u << j)) out[j] = raw[j];
     }
@@ -258,17 +310,49 @@ void score_groups(const QInts& qi, const float* q, int64_t n_heads, int64_t d, c
   }
 }
 
+template <typename Convert, typename Fp32>
+void score_all(const QInts& qi, int64_t n_heads, int64_t d, int64_t k0, int64_t k1, const float* w, float* scores,
+               Convert convert, Fp32 fp32) {
+  thread_local KeyGroup g;
+  if (d == 128) return score_groups<4>(qi, n_heads, d, k0, k1, w, scores, g, convert, fp32);
+  return score_groups<0>(qi, n_heads, d, k0, k1, w, scores, g, convert, fp32);
+}
+
+// Packed keys t0 .. t0 + n − 1 decoded to fp32 and scored by the fp32 loop.
+void packed_fp32(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t t0, int64_t n,
+                 const float* w, float* out) {
+  thread_local float buf[kGroupKeys * kMaxDim];
+  const int64_t key_bytes = index_key_bytes(d);
+  for (int64_t j = 0; j < n; ++j)
+    decode_index_key({keys[t0 + j], static_cast<size_t>(key_bytes)}, {buf + j * d, static_cast<size_t>(d)});
+  indexer_scores_avx2_fp32(q, n_heads, d, buf, 0, n, w, out);
+}
+
 }  // namespace
 
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores) {
-  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads)
-    return indexer_scores_avx2_fp32(q, n_heads, d, keys, k0, k1, w, scores);
   thread_local QInts qi;
-  if (!convert_q(q, n_heads, d, qi)) return indexer_scores_avx2_fp32(q, n_heads, d, keys, k0, k1, w, scores);
-  thread_local KeyGroup g;
-  if (d == 128) return score_groups<4>(qi, q, n_heads, d, keys, k0, k1, w, scores, g);
-  return score_groups<0>(qi, q, n_heads, d, keys, k0, k1, w, scores, g);
+  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !convert_q(q, n_heads, d, qi))
+    return indexer_scores_avx2_fp32(q, n_heads, d, keys, k0, k1, w, scores);
+  score_all(
+      qi, n_heads, d, k0, k1, w, scores,
+      [&](int64_t t0, int64_t nk, KeyGroup& g) { return convert_keys(keys, d, t0, nk, g); },
+      [&](int64_t t0, int64_t nk, float* out) { indexer_scores_avx2_fp32(q, n_heads, d, keys + t0 * d, 0, nk, w, out); });
+}
+
+void indexer_scores_packed_avx2(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0,
+                                int64_t k1, const float* w, float* scores) {
+  thread_local QInts qi;
+  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !convert_q(q, n_heads, d, qi)) {
+    for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys)
+      packed_fp32(q, n_heads, d, keys, t0, k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys, w, scores + t0);
+    return;
+  }
+  score_all(
+      qi, n_heads, d, k0, k1, w, scores,
+      [&](int64_t t0, int64_t nk, KeyGroup& g) { return convert_packed_keys(keys, d, t0, nk, g); },
+      [&](int64_t t0, int64_t nk, float* out) { packed_fp32(q, n_heads, d, keys, t0, nk, w, out); });
 }
 
 }  // namespace dsv4::kernels::detail

@@ -66,16 +66,27 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   compressor_consume(w.compressor, CompressorKind::kIndexer, rd, static_cast<float>(c.norm_eps), freqs, &st->index_keys,
                      p->keys, row0, start, n);
 
-  // The keys live as packed FP4 pages; the scorer reads them decoded (losslessly) into one contiguous
-  // scratch [n_entries, hd], filled once per call. Per-thread scratch (sequences of a batch run on
-  // separate threads), grown with the key table's pages, so a warm step does not allocate.
+  // The keys live as packed FP4 pages (fp32 ones with KvStorage::kF32). The cpu backend's scorer reads packed
+  // keys in place (kernels/cpu/indexer.h indexer_scores_packed: a pointer per key); otherwise they are
+  // decoded (losslessly) into one contiguous scratch [n_entries, hd], filled once per call. Per-thread
+  // scratch (sequences of a batch run on separate threads), grown with the key table's pages, so a warm
+  // step does not allocate.
+  const bool fast = ctx.exec.backend == Backend::kCpu;
   const KvPageTable& stored = st->index_keys.rows;
+  const bool packed = fast && stored.pool().storage() == KvStorage::kFp4;
   const int64_t room = rows_until_next_page(stored);  // entries the held pages can take
-  thread_local std::vector<float> key_scratch;     // [n_entries, hd]
-  thread_local std::vector<float> scores;          // [visible]
+  thread_local std::vector<float> key_scratch;         // [n_entries, hd] (decoded keys)
+  thread_local std::vector<const uint8_t*> key_rows;   // [n_entries] (packed keys in place)
+  thread_local std::vector<float> scores;              // [visible]
   thread_local kernels::TopkScratch topk_scratch;
-  float* keys = grow_only(key_scratch, stored.size() * hd, room * hd);
-  for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, keys + t * hd);
+  float* keys = nullptr;
+  if (packed) {
+    grow_only(key_rows, stored.size(), room);
+    for (int64_t t = 0; t < stored.size(); ++t) key_rows[static_cast<size_t>(t)] = stored.row_bytes(t);
+  } else {
+    keys = grow_only(key_scratch, stored.size() * hd, room * hd);
+    for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, keys + t * hd);
+  }
   if (topk_scratch.keys.capacity() < static_cast<size_t>(room)) topk_scratch.keys.reserve(static_cast<size_t>(room));
   topk_scratch.picked.reserve(static_cast<size_t>(c.index_topk));
 
@@ -84,7 +95,6 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   if (all_scores) all_scores->assign(static_cast<size_t>(n), {});
   // cpu backend: the vectorised / AMX score kernel and the radix top-k (kernels/cpu/indexer.h: bit-identical
   // to the reference on these FP4-simulated q and keys; same tie rule).
-  const bool fast = ctx.exec.backend == Backend::kCpu;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
   for (int64_t i = 0; i < n; ++i) {
     const int64_t visible = (start + i + 1) / w.compressor.ratio;  // causal rule (spec §2.6 step 7)
@@ -92,9 +102,13 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     grow_only(scores, visible, room);
     auto& sel = (*selected)[static_cast<size_t>(i)];
     grow_only(sel, k, c.index_topk);
+    if (packed) {
+      kernels::indexer_scores_packed(q + i * nh * hd, nh, hd, key_rows.data(), visible, wts + i * nh, scores.data(),
+                                     kopt);
+    } else if (fast) {
+      kernels::indexer_scores(q + i * nh * hd, nh, hd, keys, visible, wts + i * nh, scores.data(), kopt);
+    }
     if (fast) {
-      kernels::indexer_scores(q + i * nh * hd, nh, hd, keys, visible,
-                              wts + i * nh, scores.data(), kopt);
       kernels::topk_desc(scores.data(), visible, k, sel.data(), topk_scratch);
     } else {
       ref::indexer_scores(q + i * nh * hd, nh, hd, keys, visible,

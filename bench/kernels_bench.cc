@@ -56,6 +56,9 @@ void compute_case(benchmark::State& state, dsv4::kernels::ComputeInsn insn) {
       case dsv4::kernels::ComputeInsn::kFp32Fma:
         h = dsv4::kernels::detail::compute_loop_fp32_fma(kIters);
         break;
+      case dsv4::kernels::ComputeInsn::kFp32FmaYmm:
+        h = dsv4::kernels::detail::compute_loop_fp32_fma_ymm(kIters);
+        break;
       case dsv4::kernels::ComputeInsn::kBf16Dot:
         h = dsv4::kernels::detail::compute_loop_bf16_dot(kIters);
         break;
@@ -73,7 +76,7 @@ void compute_case(benchmark::State& state, dsv4::kernels::ComputeInsn insn) {
 }
 
 const int kRegisteredProbes = [] {
-  for (auto insn : {dsv4::kernels::ComputeInsn::kFp32Fma, dsv4::kernels::ComputeInsn::kBf16Dot,
+  for (auto insn : {dsv4::kernels::ComputeInsn::kFp32Fma, dsv4::kernels::ComputeInsn::kFp32FmaYmm, dsv4::kernels::ComputeInsn::kBf16Dot,
                     dsv4::kernels::ComputeInsn::kAmxBf16})
     if (dsv4::kernels::compute_insn_supported(insn))
       benchmark::RegisterBenchmark((std::string("compute_probe/") + dsv4::kernels::compute_insn_name(insn)).c_str(),

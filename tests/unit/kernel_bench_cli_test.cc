@@ -113,6 +113,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   // Compute probe: every instruction the CPU has, with the flops one instruction does.
   const auto& cp = j["compute_probe"];
   EXPECT_EQ(cp["fma_f32_zmm"]["flops_per_insn"].get<int64_t>(), 32);
+  EXPECT_EQ(cp["fma_f32_ymm"]["flops_per_insn"].get<int64_t>(), 16);
   EXPECT_EQ(cp["vdpbf16ps_zmm"]["flops_per_insn"].get<int64_t>(), 64);
   EXPECT_EQ(cp["tdpbf16ps"]["flops_per_insn"].get<int64_t>(), 16384);
   for (const auto& [name, e] : cp.items()) {
@@ -130,9 +131,12 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     const std::string insn = row["peak_insn"];
     const std::string kernel = row["kernel"];
     // AMX GEMMs multiply on tdpbf16ps; the AVX-512 bf16 and fp4 tiles on fp32 FMA; the fp8 tile on
-    // vdpbf16ps where the CPU has it (the rows' activations are fake-quantized: bf16-exact).
+    // vdpbf16ps where the CPU has it (the rows' activations are fake-quantized: bf16-exact); the AVX2
+    // tiles on ymm FMA.
     if (kernel.find("/amx/") != std::string::npos) {
       EXPECT_EQ(insn, "tdpbf16ps") << kernel;
+    } else if (kernel.find("/avx2/") != std::string::npos) {
+      EXPECT_EQ(insn, "fma_f32_ymm") << kernel;
     } else if (kernel.rfind("bf16_gemm/", 0) == 0 || kernel.rfind("fp4_gemm/", 0) == 0) {
       EXPECT_EQ(insn, "fma_f32_zmm") << kernel;
     } else {

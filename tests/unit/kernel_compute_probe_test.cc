@@ -37,6 +37,19 @@ TEST(KernelComputeProbe, Fp32FmaLoopMatchesScalarFmaChains) {
   }
 }
 
+TEST(KernelComputeProbe, Fp32FmaYmmLoopMatchesScalarFmaChains) {
+  if (!compute_insn_supported(ComputeInsn::kFp32FmaYmm)) GTEST_SKIP() << "no AVX2";
+  for (int64_t iters : {0, 1, 7, 1000}) {
+    std::vector<float> lanes;  // [12 chains, 8 lanes]
+    for (int i = 0; i < 12; ++i) {
+      float v = 0.001f * static_cast<float>(i + 1);
+      for (int64_t it = 0; it < iters; ++it) v = std::fmaf(v, 0.9999999f, 1e-3f);
+      lanes.insert(lanes.end(), 8, v);
+    }
+    EXPECT_EQ(detail::compute_loop_fp32_fma_ymm(iters), fold(lanes)) << "iters=" << iters;
+  }
+}
+
 TEST(KernelComputeProbe, Bf16DotLoopAddsTwoProductsPerLanePerInstruction) {
   if (!compute_insn_supported(ComputeInsn::kBf16Dot)) GTEST_SKIP() << "no AVX512_BF16";
   for (int64_t iters : {0, 1, 5, 1000}) {
@@ -62,7 +75,7 @@ TEST(KernelComputeProbe, AmxLoopAdds32ProductsPerElementPerInstruction) {
 
 TEST(KernelComputeProbe, ReportsEverySupportedInstructionOnEveryThread) {
   ThreadPool pool(2);
-  for (ComputeInsn insn : {ComputeInsn::kFp32Fma, ComputeInsn::kBf16Dot, ComputeInsn::kAmxBf16}) {
+  for (ComputeInsn insn : {ComputeInsn::kFp32Fma, ComputeInsn::kFp32FmaYmm, ComputeInsn::kBf16Dot, ComputeInsn::kAmxBf16}) {
     const ComputePeak p = run_compute_probe(insn, 0.02, &pool);
     EXPECT_EQ(p.insn, insn);
     EXPECT_EQ(p.threads, 2);
@@ -77,6 +90,7 @@ TEST(KernelComputeProbe, ReportsEverySupportedInstructionOnEveryThread) {
     }
   }
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kFp32Fma), 32);
+  EXPECT_EQ(compute_insn_flops(ComputeInsn::kFp32FmaYmm), 16);
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kBf16Dot), 64);
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kAmxBf16), 16384);
 }

@@ -10,25 +10,28 @@ namespace dsv4::cli::bench {
 using kernels::ComputeInsn;
 
 const kernels::ComputePeak* ComputePeaks::get(ComputeInsn insn) const {
-  const kernels::ComputePeak* p = insn == ComputeInsn::kFp32Fma   ? &fp32_fma
-                                  : insn == ComputeInsn::kBf16Dot ? &bf16_dot
-                                                                  : &amx_bf16;
+  const kernels::ComputePeak* p = insn == ComputeInsn::kFp32Fma      ? &fp32_fma
+                                  : insn == ComputeInsn::kFp32FmaYmm ? &fp32_fma_ymm
+                                  : insn == ComputeInsn::kBf16Dot    ? &bf16_dot
+                                                                     : &amx_bf16;
   return p->supported && p->core_gflops > 0 ? p : nullptr;
 }
 
 ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
   ComputePeaks p;
   p.fp32_fma = kernels::run_compute_probe(ComputeInsn::kFp32Fma, seconds, pool);
+  p.fp32_fma_ymm = kernels::run_compute_probe(ComputeInsn::kFp32FmaYmm, seconds, pool);
   p.bf16_dot = kernels::run_compute_probe(ComputeInsn::kBf16Dot, seconds, pool);
   p.amx_bf16 = kernels::run_compute_probe(ComputeInsn::kAmxBf16, seconds, pool);
   if (!quiet) {
     std::printf("compute probe (peak of each tile family's instruction; per core = flops per thread CPU-second):\n");
     std::printf("  %-14s %-44s %12s %16s %14s\n", "instruction", "used by", "GFLOP/s/core", "GFLOP/s threads",
                 "per CPU-s");
-    for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.bf16_dot, &p.amx_bf16}) {
-      const char* users = c->insn == ComputeInsn::kFp32Fma   ? "bf16, fp8 and fp4 tiles"
-                          : c->insn == ComputeInsn::kBf16Dot ? "(no tile: for comparison)"
-                                                             : "AMX GEMMs (dense; experts >= 16 tok)";
+    for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16}) {
+      const char* users = c->insn == ComputeInsn::kFp32Fma      ? "bf16, fp8 and fp4 tiles"
+                          : c->insn == ComputeInsn::kFp32FmaYmm ? "AVX2 bf16, fp8 and fp4 tiles"
+                          : c->insn == ComputeInsn::kBf16Dot    ? "(no tile: for comparison)"
+                                                                : "AMX GEMMs (dense; experts >= 16 tok)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
         continue;
@@ -43,7 +46,7 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
 
 nlohmann::json compute_peaks_json(const ComputePeaks& p) {
   nlohmann::json j = nlohmann::json::object();
-  for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.bf16_dot, &p.amx_bf16}) {
+  for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16}) {
     nlohmann::json e = {{"supported", c->supported}, {"flops_per_insn", kernels::compute_insn_flops(c->insn)}};
     if (c->supported) {
       e["core_gflops"] = c->core_gflops;
@@ -60,6 +63,7 @@ std::optional<ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens
                                      int64_t amx_min_tokens) {
   const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols, amx_min_tokens);
   if (path == kernels::Isa::kAmx && x_bf16_exact) return ComputeInsn::kAmxBf16;
+  if (path == kernels::Isa::kAvx2) return ComputeInsn::kFp32FmaYmm;
   if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAvx512Bf16 && path != kernels::Isa::kAmx) return std::nullopt;
   return ComputeInsn::kFp32Fma;
 }

@@ -16,12 +16,12 @@ class ThreadPool;
 namespace dsv4::cli::bench {
 
 struct ComputePeaks {
-  kernels::ComputePeak fp32_fma, bf16_dot, amx_bf16;
+  kernels::ComputePeak fp32_fma, fp32_fma_ymm, bf16_dot, amx_bf16;
   // The peak of `insn`, or nullptr where the CPU lacks it.
   const kernels::ComputePeak* get(kernels::ComputeInsn insn) const;
 };
 
-// Runs the three probes (about `seconds` each) on `pool`; prints a table unless `quiet`.
+// Runs the four probes (about `seconds` each) on `pool`; prints a table unless `quiet`.
 ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet);
 nlohmann::json compute_peaks_json(const ComputePeaks& p);
 
@@ -30,7 +30,7 @@ enum class WeightFamily { kFp4, kFp8, kBf16 };
 // The instruction fp4_gemm / fp8_gemm / bf16_gemm spends its multiplies on for n_tokens activation rows
 // (quant_matmul.cc's dispatch): AMX tdpbf16ps from amx_min_tokens tokens (bf16-exact activations; the
 // model's AmxRouting gives it per weight role), else the AVX-512 tiles, all on fp32 FMA (FP8, FP4
-// nibble-plane and BF16 weights alike). nullopt below AVX-512 (no probe for ymm).
+// nibble-plane and BF16 weights alike), or the AVX2 tiles on ymm FMA. nullopt for the scalar ISA.
 std::optional<kernels::ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
                                               bool x_bf16_exact, int64_t amx_min_tokens);
 

@@ -26,6 +26,8 @@ uint64_t run_loop(ComputeInsn insn, int64_t iters) {
   switch (insn) {
     case ComputeInsn::kFp32Fma:
       return detail::compute_loop_fp32_fma(iters);
+    case ComputeInsn::kFp32FmaYmm:
+      return detail::compute_loop_fp32_fma_ymm(iters);
     case ComputeInsn::kBf16Dot:
       return detail::compute_loop_bf16_dot(iters);
     case ComputeInsn::kAmxBf16:
@@ -45,6 +47,8 @@ const char* compute_insn_name(ComputeInsn insn) {
   switch (insn) {
     case ComputeInsn::kFp32Fma:
       return "fma_f32_zmm";
+    case ComputeInsn::kFp32FmaYmm:
+      return "fma_f32_ymm";
     case ComputeInsn::kBf16Dot:
       return "vdpbf16ps_zmm";
     case ComputeInsn::kAmxBf16:
@@ -57,6 +61,8 @@ int64_t compute_insn_flops(ComputeInsn insn) {
   switch (insn) {
     case ComputeInsn::kFp32Fma:
       return 2 * 16;
+    case ComputeInsn::kFp32FmaYmm:
+      return 2 * 8;
     case ComputeInsn::kBf16Dot:
       return 2 * 32;
     case ComputeInsn::kAmxBf16:
@@ -69,6 +75,8 @@ bool compute_insn_supported(ComputeInsn insn) {
   switch (insn) {
     case ComputeInsn::kFp32Fma:
       return isa_supported(Isa::kAvx512);
+    case ComputeInsn::kFp32FmaYmm:
+      return isa_supported(Isa::kAvx2);
     case ComputeInsn::kBf16Dot:
       return isa_supported(Isa::kAvx512) && has_avx512_bf16();
     case ComputeInsn::kAmxBf16:
@@ -78,7 +86,9 @@ bool compute_insn_supported(ComputeInsn insn) {
 }
 
 namespace detail {
-int64_t compute_loop_insns(ComputeInsn insn) { return insn == ComputeInsn::kAmxBf16 ? 4 : 16; }
+int64_t compute_loop_insns(ComputeInsn insn) {
+  return insn == ComputeInsn::kAmxBf16 ? 4 : insn == ComputeInsn::kFp32FmaYmm ? 12 : 16;
+}
 }  // namespace detail
 
 ComputePeak run_compute_probe(ComputeInsn insn, double seconds, ThreadPool* pool) {

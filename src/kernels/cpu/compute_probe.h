@@ -14,11 +14,12 @@ namespace dsv4::kernels {
 
 enum class ComputeInsn {
   kFp32Fma,  // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16, fp8, fp4 and fp4 nibble planes)
+  kFp32FmaYmm,  // vfmadd231ps ymm: 8 MACs = 16 flops (the AVX2 tiles: bf16, fp8, fp4)
   kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 FP8 tile, on bf16-exact activations)
   kAmxBf16,  // tdpbf16ps on 16x16 fp32 tiles: 8192 MACs = 16384 flops (the AMX prefill GEMMs)
 };
 
-const char* compute_insn_name(ComputeInsn insn);  // "fma_f32_zmm", "vdpbf16ps_zmm", "tdpbf16ps"
+const char* compute_insn_name(ComputeInsn insn);  // "fma_f32_zmm", "fma_f32_ymm", "vdpbf16ps_zmm", "tdpbf16ps"
 // Flops one instruction performs (a multiply-add counts 2).
 int64_t compute_insn_flops(ComputeInsn insn);
 // Whether this CPU and process can run the instruction (AMX also needs the XTILEDATA permission, which
@@ -44,9 +45,11 @@ ComputePeak run_compute_probe(ComputeInsn insn, double seconds, ThreadPool* pool
 
 namespace detail {
 // The probe loops (compute_probe_loops.cc, compiled for their ISA): `iters` iterations of 16 independent
-// chains (4 tiles for AMX) of one instruction; returns a value derived from every accumulator.
+// chains (12 for ymm, whose 16 registers also hold the two operands; 4 tiles for AMX) of one instruction;
+// returns a value derived from every accumulator.
 #if defined(__x86_64__)
 uint64_t compute_loop_fp32_fma(int64_t iters);
+uint64_t compute_loop_fp32_fma_ymm(int64_t iters);
 uint64_t compute_loop_bf16_dot(int64_t iters);
 uint64_t compute_loop_amx_bf16(int64_t iters);
 #endif

@@ -4,9 +4,7 @@
 //        and masks; on raw ones (fp8_tile_for), E4M3 → half w/256 by a shift and mask, then vcvtph2ps
 //        (RebiasDecode / HalfDecode below).
 //   BF16: a zero-extended word shifted left by 16.
-// 16 ymm registers bound the register blocking. The FP8 tiles run two FMA chains per (row, token), since a
-// single chain would leave a 1-token pass waiting on the FMA latency (4 cycles) instead of on the decode;
-// that fixes their order for every width, so 2..8 tokens run one row at a time in passes of up to 4 tokens.
+// 16 ymm registers bound the register blocking (the FP8 order: see fp8_step8 below).
 // Each (row, token) sum follows one sequence of fp32 operations whatever the tile's rows and tokens, so
 // results are batch- and thread-count invariant.
 #if defined(__x86_64__)
@@ -30,21 +28,17 @@ inline float hsum(__m256 v) {
 
 // ---- FP8 ----
 
-// Two decodes of 16 E4M3 codes into fp32 vectors lo (codes 0..7) and hi (8..15), each exact, with the
-// block fold that undoes its scaling.
+// Two decodes of 8 E4M3 codes into one exact fp32 vector, each with the block fold that undoes its scaling.
 //
 // HalfDecode (raw activations, fp8_tile_avx2): sign-extending a code b to 16 bits and shifting left by 7
 // puts its magnitude bits at 7..13 and copies of its sign at 14..15; clearing bit 14 leaves exactly the
-// half ((b & 0x7F) << 7) | ((b & 0x80) << 8) = w/256, which vcvtph2ps widens. ~5 uops per 8 codes, two of
-// them the convert's (Zen 3 runs the tile at ~4 weights per cycle).
+// half ((b & 0x7F) << 7) | ((b & 0x80) << 8) = w/256, which vcvtph2ps widens (2 uops on Zen 3's convert
+// pipes, which the shifts share: ~4 weights per cycle).
 struct HalfDecode {
-  __m256i bit14_clear = _mm256_set1_epi16(static_cast<short>(0xBFFF));
-  void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
-    const __m256i h = _mm256_and_si256(
-        _mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 7),
-        bit14_clear);
-    lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  __m128i bit14_clear = _mm_set1_epi16(static_cast<short>(0xBFFF));
+  __m256 one8(const uint8_t* p) const {
+    return _mm256_cvtph_ps(_mm_and_si128(
+        _mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 7), bit14_clear));
   }
   // acc += part · 256 · 2^(e−127) (exact: a power of two; from code 247 up that factor would overflow, so
   // there the part is multiplied by 256 first, also exact, which rounds the same).
@@ -69,134 +63,166 @@ struct RebiasDecode {
     const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, 20), keep));
   }
-  void operator()(const uint8_t* p, __m256& lo, __m256& hi) const {
-    lo = one8(p);
-    hi = one8(p + 8);
-  }
   static __m256 fold(__m256 part, uint8_t e, __m256 acc) {
     return _mm256_fmadd_ps(part, _mm256_set1_ps(kE8m0ToFloat[e]), acc);
   }
 };
 
-// One 16-column step of rows [0, R) × tokens [0, T): chain 0 takes columns c..c+7, chain 1 c+8..c+15.
+// The order every FP8 tile here follows, per (row, token): for each 128-column block, one FMA chain over
+// its 8-column steps in column order (the last step zero-padded past k), then acc = Decode::fold(chain,
+// the block's scale code, acc); at the end hsum(acc). One token runs two blocks' chains at once (their
+// arithmetic is independent until the folds, which stay in block order) so that 2 rows give 4 chains to
+// cover the FMA latency; more tokens run 2 rows × up to 4 tokens (8 chains, each activation vector loaded
+// once for both rows).
+
+// One 8-column step at column c of rows [0, R) × tokens [0, T).
 template <int R, int T, typename Decode>
-inline void fp8_step(const uint8_t* const* w, const float* x, int64_t ldx, int64_t c, const Decode& dec,
-                     __m256 (&c0)[R][T], __m256 (&c1)[R][T]) {
-  __m256 lo[R], hi[R];
+inline void fp8_step8(const uint8_t* const* w, const float* x, int64_t ldx, int64_t c, const Decode& dec,
+                      __m256 (&ch)[R][T]) {
+  __m256 wv[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) dec(w[r] + c, lo[r], hi[r]);
+  for (int r = 0; r < R; ++r) wv[r] = dec.one8(w[r] + c);
 #pragma GCC unroll 8
   for (int j = 0; j < T; ++j) {
-    const float* xj = x + j * ldx + c;
     if constexpr (R == 1) {
-      // Folded into the FMA: with one row each activation vector is used once.
-      c0[0][j] = _mm256_fmadd_ps(lo[0], _mm256_loadu_ps(xj), c0[0][j]);
-      c1[0][j] = _mm256_fmadd_ps(hi[0], _mm256_loadu_ps(xj + 8), c1[0][j]);
+      ch[0][j] = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(x + j * ldx + c), ch[0][j]);
     } else {
-      __m256 xl = _mm256_loadu_ps(xj), xh = _mm256_loadu_ps(xj + 8);
+      __m256 xv = _mm256_loadu_ps(x + j * ldx + c);
       // NOTE: one load per token for all rows (GCC would otherwise fold a load into every row's FMA).
-      asm("" : "+x"(xl), "+x"(xh));
+      asm("" : "+x"(xv));
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        c0[r][j] = _mm256_fmadd_ps(lo[r], xl, c0[r][j]);
-        c1[r][j] = _mm256_fmadd_ps(hi[r], xh, c1[r][j]);
-      }
+      for (int r = 0; r < R; ++r) ch[r][j] = _mm256_fmadd_ps(wv[r], xv, ch[r][j]);
     }
   }
 }
 
-// Rows [0, R) of the tile × tokens [j0, j0 + T) over the 128-column blocks in [k0, k1) (k0 a multiple of 128),
-// continuing the accumulators acc[r][j] (8 floats each). Per (row, token) and block: two chains over the
-// block's 16-column steps (the last one zero-padded past k), then acc = Decode::fold(chain 0 + chain 1,
-// the block's scale code, acc). The sequence of operations on each (row, token) does not depend on R, T,
-// j0 or how [0, k) is cut.
+// The chains of one block [kb, kend) (kend − kb ≤ 128) of rows [0, R) × tokens [0, T), from zero.
+template <int R, int T, typename Decode>
+inline void fp8_block(const Fp8Tile& t, const float* x, int64_t kb, int64_t kend, const Decode& dec,
+                      __m256 (&ch)[R][T]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) ch[r][j] = _mm256_setzero_ps();
+  int64_t c = kb;
+  if (kend - kb == 128) {
+    for (; c < kend; c += 64) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + c) + t.prefetch, _MM_HINT_T0);
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) fp8_step8<R, T>(t.w, x, t.ldx, c + 8 * s, dec, ch);
+    }
+    return;
+  }
+  for (; c + 8 <= kend; c += 8) fp8_step8<R, T>(t.w, x, t.ldx, c, dec, ch);
+  if (c < kend) {
+    // Under 8 columns left: zero-padded copies, so no load reads past a row.
+    const int64_t len = kend - c;
+    alignas(16) uint8_t codes[R][16] = {};
+    alignas(32) float xs[T][8] = {};
+    const uint8_t* wp[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      std::memcpy(codes[r], t.w[r] + c, static_cast<size_t>(len));
+      wp[r] = codes[r];
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) std::memcpy(xs[j], x + j * t.ldx + c, static_cast<size_t>(len) * sizeof(float));
+    fp8_step8<R, T>(wp, xs[0], 8, 0, dec, ch);
+  }
+}
+
+// One token, rows [0, R), all of K; sums into acc [rows][tokens][8 lanes].
+template <int R, typename Decode>
+void fp8_one_token(const Fp8Tile& t, float (*acc_mem)[kTileTokens][8]) {
+  const Decode dec;
+  __m256 acc[R];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const int64_t n_full = t.k / 128;
+  int64_t b = 0;
+  for (; b + 2 <= n_full; b += 2) {  // blocks b and b + 1 side by side
+    const int64_t kb = 128 * b;
+    __m256 c0[R], c1[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+    for (int64_t c = kb; c < kb + 128; c += 64) {
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + c) + t.prefetch, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + c + 128) + t.prefetch, _MM_HINT_T0);
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const int64_t cc = c + 8 * s;
+        __m256 x0 = _mm256_loadu_ps(t.x + cc), x1 = _mm256_loadu_ps(t.x + cc + 128);
+        if constexpr (R > 1) asm("" : "+x"(x0), "+x"(x1));
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) {
+          c0[r] = _mm256_fmadd_ps(dec.one8(t.w[r] + cc), x0, c0[r]);
+          c1[r] = _mm256_fmadd_ps(dec.one8(t.w[r] + cc + 128), x1, c1[r]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      acc[r] = Decode::fold(c0[r], t.s[r][b], acc[r]);
+      acc[r] = Decode::fold(c1[r], t.s[r][b + 1], acc[r]);
+    }
+  }
+  for (int64_t kb = 128 * b; kb < t.k; kb += 128) {  // an odd last full block, a partial one
+    __m256 ch[R][1];
+    fp8_block<R, 1>(t, t.x, kb, kb + 128 < t.k ? kb + 128 : t.k, dec, ch);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[r] = Decode::fold(ch[r][0], t.s[r][kb / 128], acc[r]);
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) _mm256_store_ps(acc_mem[r][0], acc[r]);
+}
+
+// Rows [0, R) × tokens [j0, j0 + T) over the blocks in [k0, k1) (k0 a multiple of 128), continuing acc_mem
+// (touched once per block).
 template <int R, int T, typename Decode>
 void fp8_span(const Fp8Tile& t, int j0, int64_t k0, int64_t k1, float (*acc_mem)[kTileTokens][8]) {
   const Decode dec;
   const float* x = t.x + j0 * t.ldx;
-  __m256 acc[R][T];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_load_ps(acc_mem[r][j0 + j]);
   for (int64_t kb = k0; kb < k1; kb += 128) {
-    const int64_t kend = kb + 128 < t.k ? kb + 128 : t.k;
-    __m256 c0[R][T], c1[R][T];
-#pragma GCC unroll 8
+    __m256 ch[R][T];
+    fp8_block<R, T>(t, x, kb, kb + 128 < t.k ? kb + 128 : t.k, dec, ch);
+    const uint8_t* e[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) e[r] = t.s[r] + kb / 128;
+#pragma GCC unroll 2
     for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) c0[r][j] = c1[r][j] = _mm256_setzero_ps();
-    int64_t c = kb;
-    if (kend - kb == 128) {
-      for (; c < kend; c += 64) {
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + c) + t.prefetch, _MM_HINT_T0);
-        fp8_step<R, T>(t.w, x, t.ldx, c, dec, c0, c1);
-        fp8_step<R, T>(t.w, x, t.ldx, c + 16, dec, c0, c1);
-        fp8_step<R, T>(t.w, x, t.ldx, c + 32, dec, c0, c1);
-        fp8_step<R, T>(t.w, x, t.ldx, c + 48, dec, c0, c1);
-      }
-    } else {
-      // The row's last, partial block.
-      for (; c + 16 <= kend; c += 16) fp8_step<R, T>(t.w, x, t.ldx, c, dec, c0, c1);
-      if (c < kend) {
-        // Under 16 columns left: zero-padded copies, so no load reads past a row.
-        const int64_t len = kend - c;
-        alignas(16) uint8_t codes[R][16] = {};
-        alignas(32) float xs[T][16] = {};
-        const uint8_t* wp[R];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          std::memcpy(codes[r], t.w[r] + c, static_cast<size_t>(len));
-          wp[r] = codes[r];
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < T; ++j) std::memcpy(xs[j], x + j * t.ldx + c, static_cast<size_t>(len) * sizeof(float));
-        fp8_step<R, T>(wp, xs[0], 16, 0, dec, c0, c1);
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const uint8_t e = t.s[r][kb / 128];
-#pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) acc[r][j] = Decode::fold(_mm256_add_ps(c0[r][j], c1[r][j]), e, acc[r][j]);
-    }
+#pragma GCC unroll 4
+      for (int j = 0; j < T; ++j)
+        _mm256_store_ps(acc_mem[r][j0 + j], Decode::fold(ch[r][j], *e[r], _mm256_load_ps(acc_mem[r][j0 + j])));
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) _mm256_store_ps(acc_mem[r][j0 + j], acc[r][j]);
 }
 
-// One token takes both rows at once (four FMA chains), over all of K. More tokens take each row alone, four
-// tokens per pass (8 chains + 4 accumulators + 2 weight vectors of the 16 registers), and K in spans of
-// kFp8SpanCols, every row and pass of a span before the next span, so that the span's activations of all
-// 8 tokens (16 KiB) stay in L1. Sums into acc [rows][tokens][8 lanes].
+// 2..8 tokens: K in spans of kFp8SpanCols, every pass of a span before the next, so that the span's
+// activations of all 8 tokens (16 KiB) stay in L1.
 constexpr int64_t kFp8SpanCols = 512;
+
+template <int R, typename Decode>
+void fp8_tokens(const Fp8Tile& t, float (*acc)[kTileTokens][8]) {
+  for (int64_t k0 = 0; k0 < t.k; k0 += kFp8SpanCols) {
+    const int64_t k1 = k0 + kFp8SpanCols < t.k ? k0 + kFp8SpanCols : t.k;
+    for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
+      switch (t.n_tokens - j0) {
+        case 1: fp8_span<R, 1, Decode>(t, j0, k0, k1, acc); break;
+        case 2: fp8_span<R, 2, Decode>(t, j0, k0, k1, acc); break;
+        case 3: fp8_span<R, 3, Decode>(t, j0, k0, k1, acc); break;
+        default: fp8_span<R, 4, Decode>(t, j0, k0, k1, acc); break;
+      }
+    }
+  }
+}
 
 template <typename Decode>
 void fp8_tile_sums(const Fp8Tile& t, float (*acc)[kTileTokens][8]) {
-  if (t.n_tokens == 1) {
-    if (t.n_rows == 2) fp8_span<2, 1, Decode>(t, 0, 0, t.k, acc);
-    else fp8_span<1, 1, Decode>(t, 0, 0, t.k, acc);
-    return;
-  }
-  for (int64_t k0 = 0; k0 < t.k; k0 += kFp8SpanCols) {
-    const int64_t k1 = k0 + kFp8SpanCols < t.k ? k0 + kFp8SpanCols : t.k;
-    for (int r = 0; r < t.n_rows; ++r) {
-      Fp8Tile u = t;
-      u.w[0] = t.w[r];
-      u.s[0] = t.s[r];
-      for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
-        switch (t.n_tokens - j0) {
-          case 1: fp8_span<1, 1, Decode>(u, j0, k0, k1, acc + r); break;
-          case 2: fp8_span<1, 2, Decode>(u, j0, k0, k1, acc + r); break;
-          case 3: fp8_span<1, 3, Decode>(u, j0, k0, k1, acc + r); break;
-          default: fp8_span<1, 4, Decode>(u, j0, k0, k1, acc + r); break;
-        }
-      }
-    }
-  }
+  if (t.n_tokens == 1) return t.n_rows == 2 ? fp8_one_token<2, Decode>(t, acc) : fp8_one_token<1, Decode>(t, acc);
+  return t.n_rows == 2 ? fp8_tokens<2, Decode>(t, acc) : fp8_tokens<1, Decode>(t, acc);
 }
 
 // ---- BF16 ----

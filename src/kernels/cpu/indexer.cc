@@ -31,6 +31,8 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
                          [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
 }
 
+bool indexer_reads_packed_keys(Isa isa) { return resolve_isa(isa) == Isa::kAvx2; }
+
 void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
                            int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt) {
   DSV4_CHECK(n_heads > 0 && head_dim > 0 && head_dim % kIndexKeyBlock == 0 && n_keys >= 0,

@@ -47,6 +47,9 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
 // scratch.
 void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
                            int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt);
+// Whether indexer_scores_packed reads the codes directly on `isa` (else it decodes the keys on every call:
+// a caller scoring many queries against one key set then decodes once and calls indexer_scores).
+bool indexer_reads_packed_keys(Isa isa);
 
 // Working memory of topk_desc, reused across calls.
 struct TopkScratch {

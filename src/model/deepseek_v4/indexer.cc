@@ -67,13 +67,14 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
                      p->keys, row0, start, n);
 
   // The keys live as packed FP4 pages (fp32 ones with KvStorage::kF32). The cpu backend's scorer reads packed
-  // keys in place (kernels/cpu/indexer.h indexer_scores_packed: a pointer per key); otherwise they are
-  // decoded (losslessly) into one contiguous scratch [n_entries, hd], filled once per call. Per-thread
-  // scratch (sequences of a batch run on separate threads), grown with the key table's pages, so a warm
-  // step does not allocate.
+  // keys in place (kernels/cpu/indexer.h indexer_scores_packed: a pointer per key) where it reads the codes
+  // directly, or for a single query; otherwise they are decoded (losslessly) into one contiguous scratch
+  // [n_entries, hd], filled once per call, not once per query. Per-thread scratch (sequences of a batch run
+  // on separate threads), grown with the key table's pages, so a warm step does not allocate.
   const bool fast = ctx.exec.backend == Backend::kCpu;
   const KvPageTable& stored = st->index_keys.rows;
-  const bool packed = fast && stored.pool().storage() == KvStorage::kFp4;
+  const bool packed = fast && stored.pool().storage() == KvStorage::kFp4 &&
+                      (kernels::indexer_reads_packed_keys(ctx.exec.isa) || n == 1);
   const int64_t room = rows_until_next_page(stored);  // entries the held pages can take
   thread_local std::vector<float> key_scratch;         // [n_entries, hd] (decoded keys)
   thread_local std::vector<const uint8_t*> key_rows;   // [n_entries] (packed keys in place)

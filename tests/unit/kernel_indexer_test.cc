@@ -44,6 +44,14 @@ std::vector<float> head_weights(std::mt19937& rng, int64_t nh) {
 
 bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b); }
 
+// got == want bit for bit, naming the first key that differs.
+::testing::AssertionResult same_scores(const std::vector<float>& got, const std::vector<float>& want) {
+  for (size_t t = 0; t < want.size(); ++t)
+    if (!same_bits(got[t], want[t]))
+      return ::testing::AssertionFailure() << "t=" << t << ": " << got[t] << " vs " << want[t];
+  return ::testing::AssertionSuccess();
+}
+
 TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
   std::mt19937 rng(11);
   ThreadPool pool(3);
@@ -60,10 +68,7 @@ TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<float> got(static_cast<size_t>(n), -7.0f);
             indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, p});
-            for (int64_t t = 0; t < n; ++t)
-              ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
-                  << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n << " t=" << t << ": "
-                  << got[static_cast<size_t>(t)] << " vs " << want[static_cast<size_t>(t)];
+            ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n;
           }
       }
 }
@@ -94,10 +99,7 @@ TEST(KernelIndexer, ScoresBitIdenticalAtEveryHeadTileCount) {
           for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
             std::vector<float> got(static_cast<size_t>(n), -7.0f);
             indexer_scores(qp, nh, hd, kp, n, w.data(), got.data(), {isa, p});
-            for (int64_t t = 0; t < n; ++t)
-              ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
-                  << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n << " t=" << t << ": "
-                  << got[static_cast<size_t>(t)] << " vs " << want[static_cast<size_t>(t)];
+            ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n;
           }
       }
 }
@@ -332,10 +334,7 @@ TEST(KernelIndexer, PackedKeysMatchTheReferenceOnDecodedKeys) {
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
           std::vector<float> got(static_cast<size_t>(n), -7.0f);
           indexer_scores_packed(q.data(), nh, hd, rows.data(), n, w.data(), got.data(), {isa, p});
-          for (int64_t t = 0; t < n; ++t)
-            ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want[static_cast<size_t>(t)]))
-                << isa_name(isa) << " hd=" << hd << " n=" << n << " t=" << t << ": " << got[static_cast<size_t>(t)]
-                << " vs " << want[static_cast<size_t>(t)];
+          ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " hd=" << hd << " n=" << n;
         }
     }
 }
@@ -384,8 +383,7 @@ TEST(KernelIndexer, Avx2IntegerPathEdges) {
       std::vector<float> want_raw(static_cast<size_t>(n));
       detail::indexer_scores_avx2_fp32(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), want_raw.data());
       detail::indexer_scores_avx2(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), got.data());
-      for (int64_t t = 0; t < n; ++t)
-        ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], want_raw[static_cast<size_t>(t)])) << "raw q, t=" << t;
+      ASSERT_TRUE(same_scores(got, want_raw)) << "raw q";
     }
 }
 #endif

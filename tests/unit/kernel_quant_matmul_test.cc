@@ -75,6 +75,19 @@ Fp8Case make_fp8(std::mt19937& rng, int64_t n, int64_t k, size_t offset) {
   return c;
 }
 
+// The scale extremes of the FP8 tile tests, on rows 0 and 128 of a 129-row matrix with K = k (two 128-row
+// scale blocks): 1 gives row 0's last block 2^-127, 2 row 1's last block 2^127 on codes below 2 (bit 6
+// cleared: the sums stay finite), 3 row 1 a NaN (code 255) scale; 0 leaves the draw.
+void set_fp8_extreme(Fp8Case& c, int64_t k, int extreme) {
+  const int64_t sc = (k + 127) / 128;
+  if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;
+  if (extreme == 2) {
+    c.scales[static_cast<size_t>(sc + sc - 1)] = 254;
+    for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
+  }
+  if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;
+}
+
 struct Fp4Case {
   std::vector<uint8_t> packed, scales;
   Fp4Matrix w;
@@ -383,12 +396,7 @@ TEST(KernelQuantMatmul, Fp8Bf16TileBitExactAgainstEmulation) {
         code = code < 127 ? code : code + 1;  // skip 0x7F; 0xFF is 254 + 1 = 255 → never reached
         c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(code);
       }
-      if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;
-      if (extreme == 2) {
-        c.scales[static_cast<size_t>(sc + sc - 1)] = 254;
-        for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
-      }
-      if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;
+      set_fp8_extreme(c, k, extreme);
       std::vector<float> x = make_x(rng, 8, k, 0);
       for (float& v : x) v = round_bf16(v);
       if (extreme == 1 || extreme == 2)
@@ -540,12 +548,7 @@ TEST(KernelQuantMatmul, Fp8TileEveryWidthAgainstOracle) {
         Fp8Case c = make_fp8(rng, 129, k, 0);
         const int64_t sc = (k + 127) / 128;
         for (int64_t i = 0; i < 8 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
-        if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;         // row 0's last block: 2^-127
-        if (extreme == 2) {
-          c.scales[static_cast<size_t>(sc + sc - 1)] = 254;  // row 1's last block: 2^127, on codes below 2
-          for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
-        }
-        if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;           // row 1: NaN
+        set_fp8_extreme(c, k, extreme);
         std::vector<float> x = make_x(rng, 8, k, 0);
         // Small activations keep 2^127-scaled sums finite; large ones make 2^-127-scaled products count.
         if (extreme == 1 || extreme == 2)
@@ -609,12 +612,7 @@ TEST(KernelQuantMatmul, Fp8Avx2PreparedTileMatchesHalfTileAndOracle) {
         Fp8Case c = make_fp8(rng, 129, k, 0);
         const int64_t sc = (k + 127) / 128;
         for (int64_t i = 0; i < 16 && i < k; ++i) c.codes[static_cast<size_t>(i)] = static_cast<uint8_t>(i | (i % 2) << 7);
-        if (extreme == 1) c.scales[static_cast<size_t>(sc - 1)] = 0;
-        if (extreme == 2) {
-          c.scales[static_cast<size_t>(sc + sc - 1)] = 254;
-          for (int64_t i = (sc - 1) * 128; i < k; ++i) c.codes[static_cast<size_t>(128 * k + i)] &= 0xBF;
-        }
-        if (extreme == 3) c.scales[static_cast<size_t>(sc)] = 255;
+        set_fp8_extreme(c, k, extreme);
         std::vector<float> x = make_x(rng, 8, k, 0);
         const int shift = extreme == 1 ? 40 : extreme == 2 ? -40 : mag;
         for (float& v : x) v = std::ldexp(v, shift);

@@ -18,13 +18,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-// The horizontal sum every AVX2 tile ends with: (lanes 0..3 + 4..7), then pairs, then the last two.
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#include "kernels/cpu/hsum_avx2.inc"
 
 // ---- FP8 ----
 

@@ -19,12 +19,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#include "kernels/cpu/hsum_avx2.inc"
 
 // The decode's constants: bytes 0 and 1 of the bf16 value of each E2M1 code (sign in bit 3), in both
 // lanes; the nibble mask; the high-word mask.

@@ -1,25 +1,27 @@
 // kernels: the lightning-indexer scores on AVX2 integer dot products (vpmaddubsw), the AVX2 tier's indexer.
 //
 // Why integers: the indexer's q and keys are FP4-simulated (spec §2.6: E2M1 × a power of two per 32-block),
-// so every 32-block of either is I · 2^E with I small integers. With E = ⌊log2 max|x|⌋ − 3 for the block,
-// |I| < 16, and an E2M1 block gives integers (|2·E2M1| ≤ 12 times a power of two ≤ 8: at most 12 or 8·1).
-// Then the block dot Σ I_q·I_k is an exact integer (|·| ≤ 32·225), one vpmaddubsw + vpaddw per 32 products
+// so every 32-block of either is I · 2^E with I small integers: with E = ⌊log2 max|x|⌋ − 3 for the block,
+// |I| < 16, and for an E2M1 block I is 2·E2M1 times 1, 2, 4 or 8 (|I| ≤ 12). Packed keys (the model's
+// storage, indexer_scores_packed) give I = 2·E2M1 directly by one vpshufb per nibble and E = e8m0 − 128.
+// The block dot Σ I_q·I_k is then an exact integer (|·| ≤ 32·225): one vpmaddubsw + vpaddw per 32 products,
 // where fp32 takes 4 FMAs plus their loads (the fp32 loop this replaces ran at ~1/6 of the FMA peak here).
-// vpmaddubsw multiplies unsigned by signed bytes, so q enters as I_q + 15 (0..30) and 15·Σ I_k (per key and
-// block, from the conversion) is subtracted. A block's dot times 2^(E_q + E_k) is exact in fp32 (13 bits);
-// the four blocks of head_dim 128 are summed in fp32 in block order, exact whenever their scales span at
-// most 9 binades (the condition kernels/indexer.h states for the fp32 loop), and the scores are then the
+// vpmaddubsw multiplies unsigned by signed bytes, so q enters as I_q + 15 (0..30) and the 16-bit
+// accumulators start at −15·Σ I_k (set_init). A block's dot times 2^(E_q + E_k) is exact in fp32 (13 bits);
+// the blocks of a head are summed in fp32 in block order, exact whenever their scales span at most 9
+// binades (the condition kernels/indexer.h states for the fp32 loop), and the scores are then the
 // reference's bit for bit. Every later step (bf16, ReLU, · w_h, bf16, double head sum in head order) is the
 // fp32 loop's, on 8 keys in lanes.
 //
 // Keys go 8 to a group, each block transposed so that one 32-byte vector holds elements 4s..4s+3 of all 8
 // keys (s < 8): a q dword broadcast against it gives two 16-bit partial sums per key, summed over the
-// block's 8 steps in 16 bits (|·| ≤ 7200) and folded to 32 bits by one vpmaddwd. Four heads per pass: each
+// block's 8 steps in 16 bits (|·| < 2^14) and folded to 32 bits by one vpmaddwd. Four heads per pass: each
 // pair of steps is two key-vector loads, eight q broadcasts and 12 integer ops.
 //
 // Fallbacks, each keeping a value's result independent of its neighbours: a q block that is not of that
 // form (or head_dim not a multiple of 32, or > kMaxDim) sends the whole call to the fp32 loop; a key that is
-// not takes its own result from the fp32 loop (run on its 8-key group, whose lanes do not interact).
+// not (packed: a scale code outside [72, 184]) takes its own result from the fp32 loop (run on its 8-key
+// group, whose lanes do not interact).
 #if defined(__x86_64__)
 #include <immintrin.h>
 

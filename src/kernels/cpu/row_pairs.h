@@ -1,5 +1,5 @@
 // kernels (internal): which weight rows a two-row tile reads, for weights whose rows are shorter than a
-// page (FP4: k / 2 bytes, 1-2 KB at V4-Flash shapes). Pairing rows r and r + 1 puts both streams of a tile
+// page (FP4: k / 2 bytes, 1-2 KB at V4-Flash shapes; FP8 below 4096 columns). Pairing rows r and r + 1 puts both streams of a tile
 // in one 4 KiB page, and the L2 streamer keeps one forward stream per page: half the lines then arrive on
 // demand. Pairing row r with row r + h, half a block away, gives the tile two streams in different pages
 // that the streamer follows independently (fp4_gemm m=1 from a 1 GiB working set, one thread, 2048x4096:

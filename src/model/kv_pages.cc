@@ -314,20 +314,15 @@ void KvPageTable::append(std::span<const float> row) {
   ++n_rows_;
 }
 
-void KvPageTable::read(int64_t i, float* out) const {
-  DSV4_DCHECK(i >= first_row() && i < n_rows_, "KvPageTable::read out of range");
-  const int64_t pr = pool_->page_rows();
-  pool_->decode(data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes(), out);
-}
+void KvPageTable::read(int64_t i, float* out) const { pool_->decode(row_bytes(i), out); }
 
 const float* KvPageTable::row_f32(int64_t i) const {
-  DSV4_DCHECK(pool_->storage() == KvStorage::kF32 && i >= first_row() && i < n_rows_, "KvPageTable::row_f32");
-  const int64_t pr = pool_->page_rows();
-  return reinterpret_cast<const float*>(data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes());
+  DSV4_DCHECK(pool_->storage() == KvStorage::kF32, "KvPageTable::row_f32 on a table that is not fp32");
+  return reinterpret_cast<const float*>(row_bytes(i));
 }
 
 const uint8_t* KvPageTable::row_bytes(int64_t i) const {
-  DSV4_DCHECK(i >= first_row() && i < n_rows_, "KvPageTable::row_bytes out of range");
+  DSV4_DCHECK(i >= first_row() && i < n_rows_, "KvPageTable: row out of range");
   const int64_t pr = pool_->page_rows();
   return data_[static_cast<size_t>(i / pr - first_page_)] + (i % pr) * pool_->row_bytes();
 }

@@ -41,7 +41,7 @@ constexpr int kQOffset = 15;  // I_q + 15 fits an unsigned byte; |I| ≤ 15
 // One 32-block x → I (32 int8, x = I · 2^E) and 2^E; false when x is not of that form with |I| ≤ 15 and
 // |E| ≤ 56 (so that a q and a key block's 2^(E_q + E_k) and its block dot times it, below 2^14 · 2^112, are
 // normal fp32).
-bool block_to_ints(const float* x, __m256i* out, int32_t* sum, float* scale) {
+bool block_to_ints(const float* x, __m256i* out, float* scale) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 v[4];
   __m256 m = _mm256_setzero_ps();
@@ -57,7 +57,6 @@ bool block_to_ints(const float* x, __m256i* out, int32_t* sum, float* scale) {
     for (int i = 0; i < 4; ++i)
       if (_mm256_movemask_ps(_mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q)) != 0) return false;
     *out = _mm256_setzero_si256();
-    *sum = 0;
     *scale = 1.0f;
     return true;
   }
@@ -75,13 +74,7 @@ bool block_to_ints(const float* x, __m256i* out, int32_t* sum, float* scale) {
     ints[i] = _mm256_cvtps_epi32(r);
   }
   if (_mm256_movemask_ps(bad) != 0) return false;
-  // Σ I (the offset's correction), then 32 int32 → 32 int8 in element order (packs work per 128-bit lane:
-  // a dword permute restores the order).
-  __m256i t = _mm256_add_epi32(_mm256_add_epi32(ints[0], ints[1]), _mm256_add_epi32(ints[2], ints[3]));
-  __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-  t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, _MM_SHUFFLE(1, 0, 3, 2)));
-  t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, _MM_SHUFFLE(2, 3, 0, 1)));
-  *sum = _mm_cvtsi128_si32(t4);
+  // 32 int32 → 32 int8 in element order (packs work per 128-bit lane: a dword permute restores the order).
   const __m256i w01 = _mm256_packs_epi32(ints[0], ints[1]), w23 = _mm256_packs_epi32(ints[2], ints[3]);
   *out = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   *scale = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((127 + e) << 23)));  // 2^e
@@ -120,8 +113,7 @@ bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
   for (int64_t h = 0; h < n_heads; ++h)
     for (int64_t b = 0; b < nb; ++b) {
       __m256i ints;
-      int32_t sum;
-      if (!block_to_ints(q + h * d + 32 * b, &ints, &sum, &out.scale[h * nb + b])) return false;
+      if (!block_to_ints(q + h * d + 32 * b, &ints, &out.scale[h * nb + b])) return false;
       _mm256_store_si256(reinterpret_cast<__m256i*>(out.bytes + h * d + 32 * b), _mm256_add_epi8(ints, offset));
     }
   return true;
@@ -167,9 +159,8 @@ unsigned convert_keys(const float* keys, int64_t d, int64_t t0, int64_t nk, KeyG
   __m256i v[kMaxDim / 32][kGroupKeys];
   for (int j = 0; j < kGroupKeys; ++j)
     for (int64_t b = 0; b < nb; ++b) {
-      int32_t sum = 0;
       float sc = 1.0f;
-      if (j >= nk || !block_to_ints(keys + (t0 + j) * d + 32 * b, &v[b][j], &sum, &sc)) {
+      if (j >= nk || !block_to_ints(keys + (t0 + j) * d + 32 * b, &v[b][j], &sc)) {
         if (j < nk) fallback |= 1u << j;
         v[b][j] = _mm256_setzero_si256();
       }

@@ -73,21 +73,37 @@ inline __m256 group_scales(const uint8_t* s, int64_t g, bool odd_tail) {
   return _mm256_insertf128_ps(_mm256_castps128_ps256(s0), s1, 1);
 }
 
-// One group of one row for one token: part = one FMA chain over the 8 vectors (the low-nibble half
-// decoded and multiplied, then the high one), then acc = fma(part, scales, acc).
-inline __m256 fp4_group_dot(const uint8_t* w, const uint8_t* s, const float* x, int64_t g, bool odd_tail,
-                            const E2m1Decode& d, __m256 acc) {
+// One group of one row × T tokens (T ≤ 4): part[j] = one FMA chain over the 8 vectors (the low-nibble half
+// decoded and multiplied, then the high one), each decoded vector feeding the T chains as it is made (T parts
+// + 4 vectors + the decode's constants of the 16 registers). Returns the group's scales: the caller folds
+// acc = fma(part, scales, acc), so every (row, token) takes the same operations at every tile width.
+template <int T>
+inline __m256 fp4_group_parts(const uint8_t* w, const uint8_t* s, const float* x, int64_t ldx, int64_t g,
+                              bool odd_tail, const E2m1Decode& d, __m256 (&part)[T]) {
   const __m256i b = group_bytes(w, g, odd_tail);
   const float* xg = x + g * 64;
   __m256 v[4];
   e2m1x32(low_nibbles(b, d), d, v);
-  __m256 part = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg));
 #pragma GCC unroll 4
-  for (int i = 1; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 8 * i), part);
+  for (int j = 0; j < T; ++j) part[j] = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg + j * ldx));
+#pragma GCC unroll 4
+  for (int i = 1; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 8 * i), part[j]);
   e2m1x32(high_nibbles(b, d), d, v);
 #pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 32 + 8 * i), part);
-  return _mm256_fmadd_ps(part, group_scales(s, g, odd_tail), acc);
+  for (int i = 0; i < 4; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 32 + 8 * i), part[j]);
+  return group_scales(s, g, odd_tail);
+}
+
+// One token, one group of one row, folded into acc (a register).
+inline __m256 fp4_group_dot(const uint8_t* w, const uint8_t* s, const float* x, int64_t g, bool odd_tail,
+                            const E2m1Decode& d, __m256 acc) {
+  __m256 part[1];
+  const __m256 sc = fp4_group_parts<1>(w, s, x, 0, g, odd_tail, d, part);
+  return _mm256_fmadd_ps(part[0], sc, acc);
 }
 
 // One token: every row's groups in order, decoded and multiplied in registers.
@@ -123,28 +139,12 @@ void fp4_one_token(Fp4Tile& t) {
   for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
 }
 
-// One row × tokens [j0, j0 + T) (T ≤ 4) over one group: each decoded vector feeds the T tokens' chains as it
-// is made (T parts + 4 vectors + the decode's constants of the 16 registers), then acc[j] (memory, touched
-// once per group) = fma(part, scales, acc[j]). The same operations per token as fp4_group_dot.
+// One row × T tokens over one group, folded into acc[j] (memory, touched once per group).
 template <int T>
 inline void fp4_group_tokens(const uint8_t* w, const uint8_t* s, const float* x, int64_t ldx, int64_t g,
                              bool odd_tail, const E2m1Decode& d, float (*acc)[8]) {
-  const __m256i b = group_bytes(w, g, odd_tail);
-  const float* xg = x + g * 64;
-  __m256 v[4], part[T];
-  e2m1x32(low_nibbles(b, d), d, v);
-#pragma GCC unroll 4
-  for (int j = 0; j < T; ++j) part[j] = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg + j * ldx));
-#pragma GCC unroll 4
-  for (int i = 1; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 8 * i), part[j]);
-  e2m1x32(high_nibbles(b, d), d, v);
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 32 + 8 * i), part[j]);
-  const __m256 sc = group_scales(s, g, odd_tail);
+  __m256 part[T];
+  const __m256 sc = fp4_group_parts<T>(w, s, x, ldx, g, odd_tail, d, part);
 #pragma GCC unroll 4
   for (int j = 0; j < T; ++j) _mm256_store_ps(acc[j], _mm256_fmadd_ps(part[j], sc, _mm256_load_ps(acc[j])));
 }

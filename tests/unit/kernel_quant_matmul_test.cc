@@ -659,6 +659,176 @@ TEST(KernelQuantMatmul, Fp8Avx2PreparedTileMatchesHalfTileAndOracle) {
     }
   }
 }
+
+// The fixed-point contract of Fp4XLayout::kAvx2Fixed (quant_tiles.h), in double: a block with a max
+// magnitude in [2^e, 2^(e+1)) is fixed point iff it is finite, e ≥ −88 and every x / 2^(e−29) is an
+// integer; with residue iff some such integer is not a multiple of 2^15. All zeros: kFixed.
+uint8_t expected_block_mode(const float* v, int64_t n) {
+  double mx = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return detail::kFloat;
+    mx = std::max(mx, std::fabs(static_cast<double>(v[i])));
+  }
+  if (mx == 0.0) return detail::kFixed;
+  const int e = std::ilogb(mx);
+  if (e < -88) return detail::kFloat;
+  bool residue = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const double f = std::ldexp(static_cast<double>(v[i]), 29 - e);
+    if (f != std::floor(f)) return detail::kFloat;
+    residue = residue || std::fmod(f, 32768.0) != 0.0;
+  }
+  return residue ? detail::kFixedResidue : detail::kFixed;
+}
+
+// The AVX2 FP4 tile's activations per 64-element group (Fp4XLayout::kAvx2Fixed), group kinds mixed per
+// token so that every tile has tokens of each path side by side: fake-quantized E4M3, one element 2^-17
+// below its block's max (bits below y's 2^15 units: residue), all zeros, one element off the block's
+// 2^-30 grid, a block below 2^-88, denormals, raw floats. Checked: each group's mode against the contract
+// above (and every mode seen); every fixed group's x rebuilt exactly from y, r and unit at its layout
+// position; the tile at every width (1..2 rows × 1..8 tokens) within the oracle's bound and bit-identical
+// to one token at a time; and the paths' independence: poisoning what a group's path does not read (xf
+// of fixed groups, y of float groups, r of kFixed ones) leaves every sum's bits unchanged.
+TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for(Isa::kAvx2, detail::XExact::kNone);
+  ASSERT_EQ(kern.layout, detail::Fp4XLayout::kAvx2Fixed);
+  std::mt19937 rng(4242);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  enum Kind { kQuant, kResidue, kZeros, kOffGrid, kTiny, kDenormal, kRaw, kKinds };
+  int seen[3] = {};
+  for (int64_t k : {32, 64, 96, 160, 544, 1056}) {
+    const int64_t nb = k / 32, n_groups = (nb + 1) / 2;
+    Fp4Case c = make_fp4(rng, 2, k, 0);
+    std::vector<float> x(static_cast<size_t>(8 * k));
+    for (int64_t t = 0; t < 8; ++t) {
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const int kd = static_cast<int>((t + 3 * g) % kKinds);
+        const int lg = static_cast<int>((t * 7 + g * 5) % 40) - 20;  // magnitude 2^lg
+        float* grp = x.data() + t * k + 64 * g;
+        const int64_t len = std::min<int64_t>(64, k - 64 * g);
+        for (int64_t i = 0; i < len; ++i) {
+          grp[i] = kd == kZeros ? 0.0f : std::ldexp(nd(rng), lg);
+          if (kd == kTiny) grp[i] = std::ldexp(nd(rng), -95);
+          if (kd == kDenormal) grp[i] = std::ldexp(nd(rng), -140);
+        }
+        if (kd == kQuant || kd == kResidue || kd == kOffGrid)
+          fake_quant_fp8(std::span<float>(grp, static_cast<size_t>(len)), 32);
+        // Block 0's max set to 2^(lg+3) (above every draw's E4M3 value), then element 1 at 1.5·2^-17 or
+        // 1.5·2^-27 of it: 768 of the 2^-29 units (residue) or 0.75 of one (off the grid).
+        if (kd == kResidue || kd == kOffGrid) {
+          grp[0] = std::ldexp(1.0f, lg + 3);
+          grp[1] = std::ldexp(1.5f, lg + 3 - (kd == kResidue ? 17 : 27));
+        }
+      }
+    }
+    const int64_t ldx = detail::fp4_x_stride(kern.layout, k);
+    std::vector<float> xp(static_cast<size_t>(8 * ldx));
+    detail::fp4_prepare_x(kern.layout, x.data(), 8, k, xp.data());
+    for (int64_t t = 0; t < 8; ++t) {
+      const detail::Fp4Avx2Row row = detail::fp4_avx2_row(xp.data() + t * ldx, k);
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const float* grp = x.data() + t * k + 64 * g;
+        const int64_t len = std::min<int64_t>(64, k - 64 * g);
+        const uint8_t want = std::max(expected_block_mode(grp, std::min<int64_t>(32, len)),
+                                      len > 32 ? expected_block_mode(grp + 32, len - 32) : uint8_t{detail::kFixed});
+        const std::string at = "k=" + std::to_string(k) + " token " + std::to_string(t) + " group " + std::to_string(g);
+        ASSERT_EQ(row.mode[g], want) << at;
+        ++seen[row.mode[g]];
+        if (row.mode[g] == detail::kFloat) continue;
+        static constexpr int kOff[4] = {0, 2, 1, 3};
+        for (int v = 0; v < 4; ++v)
+          for (int lane = 0; lane < 2; ++lane)
+            for (int i = 0; i < 8; ++i) {
+              const int64_t e = 64 * g + 32 * lane + 4 * i + kOff[v], slot = 64 * g + 16 * v + 8 * lane + i;
+              const double fixed = row.y[slot] * 32768.0 + (row.mode[g] == detail::kFixedResidue ? row.r[slot] : 0);
+              const double want = e < k ? x[static_cast<size_t>(t * k + e)] : 0.0;
+              ASSERT_EQ(fixed * row.unit[8 * g + 4 * lane] * 0x1p-6, want) << at << " element " << e;
+            }
+      }
+    }
+    const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); });
+    auto run = [&](const std::vector<float>& prepared, int rows, int tokens) {
+      detail::Fp4Tile t;
+      for (int r = 0; r < 2; ++r) {
+        t.w[r] = c.w.packed + r * (k / 2);
+        t.s[r] = c.w.scales + r * nb;
+      }
+      t.n_rows = rows;
+      t.x = prepared.data();
+      t.ldx = ldx;
+      t.n_tokens = tokens;
+      t.k = k;
+      kern.tile(t);
+      return t;
+    };
+    // One token at a time (the single-token loop) is the reference for every other width.
+    float ref[2][8];
+    for (int64_t j = 0; j < 8; ++j) {
+      std::vector<float> one(xp.begin() + j * ldx, xp.begin() + (j + 1) * ldx);
+      const detail::Fp4Tile t = run(one, 2, 1);
+      for (int r = 0; r < 2; ++r) {
+        ref[r][j] = t.sums[r][0];
+        const size_t i = static_cast<size_t>(j * 2 + r);
+        // Denormal activations (float path): each fp32 step may also round on the 2^-149 grid.
+        const double tol = (static_cast<double>(k) + 8) * (kU * o.abs[i] + 0x1p-149) + kU * std::fabs(o.exact[i]);
+        ASSERT_LE(std::fabs(ref[r][j] - o.exact[i]), tol) << "k=" << k << " row " << r << " token " << j;
+      }
+    }
+    std::vector<float> poisoned = xp;
+    for (int64_t t = 0; t < 8; ++t) {
+      const detail::Fp4Avx2Row row = detail::fp4_avx2_row(poisoned.data() + t * ldx, k);
+      for (int64_t g = 0; g < n_groups; ++g) {
+        if (row.mode[g] != detail::kFloat)
+          std::fill(row.xf + 64 * g, row.xf + 64 * g + 64, std::numeric_limits<float>::quiet_NaN());
+        if (row.mode[g] != detail::kFixedResidue) std::fill(row.r + 64 * g, row.r + 64 * g + 64, int16_t{0x7FFF});
+        if (row.mode[g] == detail::kFloat) std::fill(row.y + 64 * g, row.y + 64 * g + 64, int16_t{-0x8000});
+      }
+    }
+    for (const std::vector<float>* prepared : {&xp, &poisoned})
+      for (int rows = 1; rows <= 2; ++rows)
+        for (int tokens = 1; tokens <= 8; ++tokens) {
+          const detail::Fp4Tile t = run(*prepared, rows, tokens);
+          for (int r = 0; r < rows; ++r)
+            for (int j = 0; j < tokens; ++j)
+              ASSERT_EQ(0, std::memcmp(&ref[r][j], &t.sums[r][j], sizeof(float)))
+                  << "k=" << k << (prepared == &xp ? "" : " poisoned") << " tile " << rows << "x" << tokens << " row "
+                  << r << " token " << j;
+        }
+  }
+  for (int mode = 0; mode < 3; ++mode) EXPECT_GT(seen[mode], 8) << "mode " << mode;
+
+  // Residue bits counted exactly: x = 1 and i·2^-17 (i = 2..64: r ≠ 0 on most), weights at scale 1. Every
+  // product and partial sum is a multiple of 2^-18 below 2^3, so any order is exact: the tile must give
+  // the double dot's value, which dropping the r pass would miss by ≥ 2^-18 (a relative error far inside
+  // the bound above).
+  Fp4Case c = make_fp4(rng, 2, 64, 0);
+  std::fill(c.scales.begin(), c.scales.end(), uint8_t{127});
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[static_cast<size_t>(i)] = i == 0 ? 1.0f : std::ldexp(static_cast<float>(i + 1), -17);
+  const int64_t ldx = detail::fp4_x_stride(kern.layout, 64);
+  std::vector<float> xp(static_cast<size_t>(ldx));
+  detail::fp4_prepare_x(kern.layout, x.data(), 1, 64, xp.data());
+  const detail::Fp4Avx2Row row = detail::fp4_avx2_row(xp.data(), 64);
+  ASSERT_EQ(row.mode[0], detail::kFixedResidue);
+  std::fill(row.xf, row.xf + 64, std::numeric_limits<float>::quiet_NaN());
+  detail::Fp4Tile t;
+  for (int r = 0; r < 2; ++r) {
+    t.w[r] = c.w.packed + r * 32;
+    t.s[r] = c.w.scales + r * 2;
+  }
+  t.n_rows = 2;
+  t.x = xp.data();
+  t.ldx = ldx;
+  t.n_tokens = 1;
+  t.k = 64;
+  kern.tile(t);
+  for (int r = 0; r < 2; ++r) {
+    double exact = 0.0;
+    for (int i = 0; i < 64; ++i) exact += static_cast<double>(x[static_cast<size_t>(i)]) * fp4_weight(c.w, r, i);
+    EXPECT_EQ(t.sums[r][0], exact) << "row " << r;
+  }
+}
 #endif
 
 // Every ISA's BF16 tile called directly at every shape (1..4 rows × 1..8 tokens, the rows at every position

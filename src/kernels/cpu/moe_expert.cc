@@ -84,8 +84,11 @@ float swiglu_clamped(float g, float u, float route_weight, float limit) {
 
 int64_t moe_expert_scratch_floats(int64_t n_inter, int64_t d_model, int64_t n_tokens) {
   // Unfused: g, u, h. Fused: h plus the prepared copy of x (FP4 vector tiles: nibble planes pad to 128;
-  // the AVX2 FP8 tile: one float past K, rounded up to 8, fp8_avx2_stride: at most these 128 + 8).
-  return n_tokens * std::max(3 * n_inter, n_inter + (d_model + 127) / 128 * 128 + 8);
+  // the AVX2 FP8 tile: one float past K, rounded up to 8, fp8_avx2_stride: at most these 128 + 8; the
+  // AVX2 FP4 tile's fixed-point rows: ~2.1 floats per column).
+  const int64_t prepared = std::max((d_model + 127) / 128 * 128 + 8,
+                                    detail::fp4_x_stride(detail::Fp4XLayout::kAvx2Fixed, d_model));
+  return n_tokens * std::max(3 * n_inter, n_inter + prepared);
 }
 
 void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const float* route_weight, float limit,

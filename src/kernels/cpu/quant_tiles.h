@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/isa.h"
 
@@ -136,15 +137,62 @@ Fp8Operand fp8_operand(Isa isa, const float* x, int64_t n_tokens, int64_t k, flo
 enum class Fp4XLayout {
   kNatural,     // floats in natural order (the scalar tile)
   kBlockOrder,  // floats; within each 32-block the 16 evens, then the 16 odds (the AVX-512 fp32 tile)
-  kAvx2Groups,  // floats: per 64-element group g (32-blocks 2g, 2g + 1), float 64g + 8v + 4L + d holds element
-                // 64g + 32L + off[v] + 4d, off = {0, 2, 16, 18, 1, 3, 17, 19} (v < 8, L < 2, d < 4), the row
-                // zero-padded to a multiple of 64 (the AVX2 tile: quant_tiles_fp4_avx2.cc)
+  kAvx2Fixed,   // the AVX2 tile's rows (fp4_prepare_x_avx2, Fp4Avx2Row below): per 64-element group, the two
+                // 32-blocks as 30-bit fixed point in two int16 halves for VPMADDWD, or (a group that is not
+                // exact so) floats for the fp32 FMA path
   kNibblePlanes,  // floats: per 128-element chunk c, element 128c + 8i + q at float 128c + 16q + i (q < 8,
                   // i < 16), the row zero-padded to a multiple of 128 (the AVX-512 nibble-plane tile)
   kBf16Pairs,     // bf16 pairs, one per float slot: per 128-element chunk c, slot 64c + 16q + i holds element
                   // 128c + 8i + q (low half) and 128c + 8i + 4 + q (high half) (q < 4, i < 16), zero-padded to
                   // a multiple of 128 elements (the VDPBF16PS tile)
 };
+#if defined(__x86_64__)
+// Fp4XLayout::kAvx2Fixed. Each 32-block b of a token's row, largest exponent field e_b (the block's max
+// magnitude lies in [2^(e_b−127), 2^(e_b−126))), is written as fixed point in units of q_b = 2^(e_b−156):
+// x = F · q_b with |F| < 2^30, F = y · 2^15 + r, y = F >> 15 in [−2^15, 2^15), r = F & 0x7FFF. The tile
+// sums y · (2w · 2^8) and r · (2w · 2^8) in exact int32 (VPMADDWD: 8 products per lane, < 2^30), so a
+// block's dot is exact until one conversion to fp32. That holds when every x of the group is such a
+// multiple of q_b (true for fake-quantized E4M3 activations: 4 significant bits over the 18 binades under
+// a block maximum) and every e_b ≥ 39 (each unit stays a normal float); a group that fails any of it, or
+// holds an inf / NaN, keeps floats (the fp32 FMA path). Per group g of G = ceil(k / 64), in one row of
+// fp4_x_stride(kAvx2Fixed, k) floats:
+//   y, r   int16 [G][4 vectors][2 lanes][8]: vector v, lane L, word i ← element 64g + 32L + 4i + off[v],
+//          off = {0, 2, 1, 3} (the tile's weight vectors: low nibbles of even / odd bytes, then high)
+//          (r written only in kFixedResidue groups)
+//   unit   float [G][8]: 2^(e_b − 150), what one unit of a Σ y·(2w·2^8) is worth (of a Σ r·(2w·2^8):
+//          2^(e_b − 165)), lanes 0..3 for block 2g, 4..7 for block 2g + 1
+//   xf     float [G][64] (kFloat groups only): float 8v + 4L + d ← element 64g + 32L + off[v] + 4d,
+//          off = {0, 2, 16, 18, 1, 3, 17, 19}
+//   mode   uint8 [G]: Fp4Avx2Mode
+// Past k (an odd last block) the group holds zeros.
+enum Fp4Avx2Mode : uint8_t { kFixed = 0, kFixedResidue = 1, kFloat = 2 };
+template <typename F, typename I, typename B>
+struct Fp4Avx2RowOf {
+  I* y;
+  I* r;
+  F* unit;
+  F* xf;
+  B* mode;
+};
+using Fp4Avx2Row = Fp4Avx2RowOf<float, int16_t, uint8_t>;
+using Fp4Avx2ConstRow = Fp4Avx2RowOf<const float, const int16_t, const uint8_t>;
+inline int64_t fp4_avx2_groups(int64_t k) { return (k + 63) / 64; }
+inline int64_t fp4_avx2_stride(int64_t k) {
+  const int64_t g = fp4_avx2_groups(k);
+  return 136 * g + (g + 31) / 32 * 8;  // y, r (32 floats each), unit (8), xf (64); mode bytes padded to 32
+}
+template <typename F>
+auto fp4_avx2_row(F* row, int64_t k) {
+  using I = std::conditional_t<std::is_const_v<F>, const int16_t, int16_t>;
+  using B = std::conditional_t<std::is_const_v<F>, const uint8_t, uint8_t>;
+  const int64_t g = fp4_avx2_groups(k);
+  return Fp4Avx2RowOf<F, I, B>{reinterpret_cast<I*>(row), reinterpret_cast<I*>(row + 32 * g), row + 64 * g,
+                               row + 72 * g, reinterpret_cast<B*>(row + 136 * g)};
+}
+// x [n_tokens, k] → out [n_tokens, fp4_avx2_stride(k)] (quant_tiles_fp4_avx2.cc: AVX2 code).
+void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out);
+#endif
+
 // What a call's activations let an FP4 tile assume (x_exactness: one pass over them).
 enum class XExact {
   kNone,     // some value is not exact in bf16

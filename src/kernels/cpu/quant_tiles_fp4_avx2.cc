@@ -1,18 +1,31 @@
-// kernels: the AVX2 FP4 tile (CPUs without AVX-512): E2M1 codes decoded by byte-table lookups, no
-// conversions. Per row, 32 packed bytes hold two 32-blocks (one per 128-bit lane):
+// kernels: the AVX2 FP4 tile (CPUs without AVX-512). Activations come prepared (fp4_prepare_x_avx2,
+// Fp4XLayout::kAvx2Fixed in quant_tiles.h): per 64-element group either exact fixed point or floats.
+//
+// Fixed point (every group of fake-quantized activations): the E2M1 codes go through one byte-table
+// lookup to 2w (an int8 in −12..12) and are widened to int16 2w·2^8 in place (<< 8 for even bytes,
+// & 0xFF00 for odd ones); VPMADDWD against the int16 activations sums 8 products per int32 lane exactly.
+// Per 64 weights: 9 decode instructions, 4 VPMADDWD, 3 adds, one conversion, one multiply by the group's
+// unit and one FMA by the weight scales: ~20 FP-pipe instructions against ~30 for the fp32 path, whose
+// 8 FMAs plus 19-instruction decode bound one Zen 3 core at ~8 GB/s (the MoE experts' decode rate).
+// A group with residue bits (an activation below 2^-15 of its block's unit) adds a second VPMADDWD pass.
+//
+// Floats (a group not exact in fixed point: raw fp32 activations, tiny or non-finite ones): the codes
+// are decoded by byte-table lookups to bf16 and widened to fp32 with no conversions:
 //   lo = b & 0x0F, hi = (b >> 4) & 0x0F        the nibbles of elements 2p and 2p + 1 (p: byte in lane)
-//   vpshufb ×2 per nibble vector               the low and high byte of the code's bf16 value (E2M1 is
-//                                              exact in bf16: 2 significant bits)
+//   vpshufb ×2 per nibble vector               the low and high byte of the code's bf16 value
 //   vpunpck{l,h}bw                             16-bit words: bf16 values of bytes 0..7 / 8..15 of a lane
 //   << 16 (even words), & 0xFFFF0000 (odd)     fp32 values, 8 per vector, 8 vectors per 64 elements
-// 19 instructions per 64 weights, none on the convert pipes (Zen 3's vcvtph2ps, the other tiles' decode,
-// would take 8 cycles of them). The vectors hold the elements in the order of Fp4XLayout::kAvx2Groups,
-// which fp4_prepare_x gives the activations. Each 32-block's E8M0 scale multiplies that block's part of
-// the sum once: acc = fma(part, [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4], acc) per 64 elements, part
-// being one FMA chain over the 8 vectors in order (v = 0..7). That is every (row, token)'s sequence of
-// operations, at any tile width, so results are batch- and thread-count invariant.
+// and part = one FMA chain over the 8 vectors in order.
+//
+// Either way a group yields t, its two blocks' dots per lane (lanes 0..3 block 2g, 4..7 block 2g + 1),
+// and acc = fma(t, [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4], acc): every (row, token) takes the same
+// operations at every tile width (the group's path is the token's own), so results are batch- and
+// thread-count invariant.
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/quant_tiles.h"
 
@@ -42,8 +55,8 @@ struct E2m1Decode {
   __m256i high_word = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
 };
 
-// The 4 vectors of one nibble half (h = 0: elements 2p, h = 1: 2p + 1) of 32 packed bytes, in kAvx2Groups
-// order (vectors 4h .. 4h + 3).
+// The 4 vectors of one nibble half (h = 0: elements 2p, h = 1: 2p + 1) of 32 packed bytes, in xf order
+// (vectors 4h .. 4h + 3).
 inline void e2m1x32(__m256i nib, const E2m1Decode& d, __m256 (&v)[4]) {
   const __m256i b0 = _mm256_shuffle_epi8(d.lo_byte, nib), b1 = _mm256_shuffle_epi8(d.hi_byte, nib);
   const __m256i w0 = _mm256_unpacklo_epi8(b0, b1), w1 = _mm256_unpackhi_epi8(b0, b1);
@@ -73,43 +86,89 @@ inline __m256 group_scales(const uint8_t* s, int64_t g, bool odd_tail) {
   return _mm256_insertf128_ps(_mm256_castps128_ps256(s0), s1, 1);
 }
 
-// One group of one row × T tokens (T ≤ 4): part[j] = one FMA chain over the 8 vectors (the low-nibble half
-// decoded and multiplied, then the high one), each decoded vector feeding the T chains as it is made (T parts
-// + 4 vectors + the decode's constants of the 16 registers). Returns the group's scales: the caller folds
-// acc = fma(part, scales, acc), so every (row, token) takes the same operations at every tile width.
-template <int T>
-inline __m256 fp4_group_parts(const uint8_t* w, const uint8_t* s, const float* x, int64_t ldx, int64_t g,
-                              bool odd_tail, const E2m1Decode& d, __m256 (&part)[T]) {
-  const __m256i b = group_bytes(w, g, odd_tail);
-  const float* xg = x + g * 64;
+// The float path's t: one FMA chain over the 8 decoded vectors (the low-nibble half, then the high one)
+// against xg, the group's 64 floats.
+inline __m256 float_group_dot(__m256i b, const float* xg, const E2m1Decode& d) {
   __m256 v[4];
   e2m1x32(low_nibbles(b, d), d, v);
+  __m256 part = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg));
 #pragma GCC unroll 4
-  for (int j = 0; j < T; ++j) part[j] = _mm256_mul_ps(v[0], _mm256_loadu_ps(xg + j * ldx));
-#pragma GCC unroll 4
-  for (int i = 1; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 8 * i), part[j]);
+  for (int i = 1; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 8 * i), part);
   e2m1x32(high_nibbles(b, d), d, v);
 #pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) part[j] = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + j * ldx + 32 + 8 * i), part[j]);
-  return group_scales(s, g, odd_tail);
+  for (int i = 0; i < 4; ++i) part = _mm256_fmadd_ps(v[i], _mm256_loadu_ps(xg + 32 + 8 * i), part);
+  return part;
 }
 
-// One token, one group of one row, folded into acc (a register).
-inline __m256 fp4_group_dot(const uint8_t* w, const uint8_t* s, const float* x, int64_t g, bool odd_tail,
-                            const E2m1Decode& d, __m256 acc) {
-  __m256 part[1];
-  const __m256 sc = fp4_group_parts<1>(w, s, x, 0, g, odd_tail, d, part);
-  return _mm256_fmadd_ps(part[0], sc, acc);
+// The fixed-point decode's constants: 2w for each E2M1 code (sign in bit 3) in both lanes, the nibble
+// mask, the high byte of each word.
+struct FixedDecode {
+  __m256i two_w = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
+                                   0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i high_byte = _mm256_set1_epi16(static_cast<short>(0xFF00));
+};
+
+// A group's 64 weights as int16 2w·2^8 in the y / r vector order: low nibbles of the even bytes (elements
+// 4i), of the odd bytes (4i + 2), then high nibbles (4i + 1, 4i + 3).
+inline void fixed_weights(__m256i b, const FixedDecode& c, __m256i (&w)[4]) {
+  const __m256i lo = _mm256_shuffle_epi8(c.two_w, _mm256_and_si256(b, c.nibble));
+  const __m256i hi = _mm256_shuffle_epi8(c.two_w, _mm256_and_si256(_mm256_srli_epi16(b, 4), c.nibble));
+  w[0] = _mm256_slli_epi16(lo, 8);
+  w[1] = _mm256_and_si256(lo, c.high_byte);
+  w[2] = _mm256_slli_epi16(hi, 8);
+  w[3] = _mm256_and_si256(hi, c.high_byte);
+}
+
+// Σ a · w per int32 lane over a group's 64 int16 activations a: 8 products of |a| ≤ 2^15 and |2w·2^8| ≤
+// 3072 per lane, so |sum| < 2^30: exact, in any order.
+inline __m256i fixed_sum(const __m256i (&w)[4], const int16_t* a) {
+  const __m256i* p = reinterpret_cast<const __m256i*>(a);
+  const __m256i s0 = _mm256_madd_epi16(w[0], _mm256_loadu_si256(p));
+  const __m256i s1 = _mm256_madd_epi16(w[1], _mm256_loadu_si256(p + 1));
+  const __m256i s2 = _mm256_madd_epi16(w[2], _mm256_loadu_si256(p + 2));
+  const __m256i s3 = _mm256_madd_epi16(w[3], _mm256_loadu_si256(p + 3));
+  return _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
+}
+
+// The fixed path's t: the y sums converted once and scaled by the group's unit (a power of two: exact),
+// plus the r sums at 2^-15 of it in kFixedResidue groups.
+inline __m256 fixed_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g, uint8_t mode) {
+  const __m256 unit = _mm256_loadu_ps(row.unit + 8 * g);
+  __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.y + 64 * g)), unit);
+  if (mode == kFixedResidue)
+    t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.r + 64 * g)),
+                        _mm256_mul_ps(unit, _mm256_set1_ps(0x1p-15f)), t);
+  return t;
+}
+
+struct Decode {
+  E2m1Decode f;
+  FixedDecode i;
+};
+
+// t of one row's group g for one token's prepared row. kMixed = false: the row has no kFloat group (the
+// float decode's constants then take no registers).
+template <bool kMixed>
+inline __m256 group_dot(__m256i b, const Fp4Avx2ConstRow& row, int64_t g, const Decode& d) {
+  const uint8_t mode = row.mode[g];
+  if (kMixed && mode == kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
+  __m256i w[4];
+  fixed_weights(b, d.i, w);
+  return fixed_group_dot(w, row, g, mode);
+}
+
+template <bool kMixed>
+inline __m256 fp4_group_step(const uint8_t* w, const uint8_t* s, const Fp4Avx2ConstRow& row, int64_t g,
+                             bool odd_tail, const Decode& d, __m256 acc) {
+  return _mm256_fmadd_ps(group_dot<kMixed>(group_bytes(w, g, odd_tail), row, g, d), group_scales(s, g, odd_tail),
+                         acc);
 }
 
 // One token: every row's groups in order, decoded and multiplied in registers.
-template <int R>
-void fp4_one_token(Fp4Tile& t) {
-  const E2m1Decode d;
+template <int R, bool kMixed>
+void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
+  const Decode d;
   const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
   const uint8_t* w[R];
   const uint8_t* s[R];
@@ -125,47 +184,49 @@ void fp4_one_token(Fp4Tile& t) {
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
-      acc[r] = fp4_group_dot(w[r], s[r], t.x, g, false, d, acc[r]);
-      acc[r] = fp4_group_dot(w[r], s[r], t.x, g + 1, false, d, acc[r]);
+      acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, false, d, acc[r]);
+      acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g + 1, false, d, acc[r]);
     }
   }
   for (; g < n_full; ++g)
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[r] = fp4_group_dot(w[r], s[r], t.x, g, false, d, acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, false, d, acc[r]);
   if (n_blocks % 2 != 0)
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[r] = fp4_group_dot(w[r], s[r], t.x, g, true, d, acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, true, d, acc[r]);
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
 }
 
-// One row × T tokens over one group, folded into acc[j] (memory, touched once per group).
-template <int T>
-inline void fp4_group_tokens(const uint8_t* w, const uint8_t* s, const float* x, int64_t ldx, int64_t g,
-                             bool odd_tail, const E2m1Decode& d, float (*acc)[8]) {
-  __m256 part[T];
-  const __m256 sc = fp4_group_parts<T>(w, s, x, ldx, g, odd_tail, d, part);
-#pragma GCC unroll 4
-  for (int j = 0; j < T; ++j) _mm256_store_ps(acc[j], _mm256_fmadd_ps(part[j], sc, _mm256_load_ps(acc[j])));
-}
-
-// One row × tokens [j0, j0 + T) over groups [g0, g1) of K.
+// One row × tokens [j0, j0 + T) over groups [g0, g1) of K, folded into acc[j] (memory, touched once per
+// group): the weights decoded once per group for all T tokens (to fixed point; a token whose group is
+// kFloat decodes its own floats).
 template <int T>
 void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, float (*acc)[8]) {
-  const E2m1Decode d;
-  const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
-  const float* x = t.x + j0 * t.ldx;
+  const Decode d;
+  const int64_t n_full = t.k / 64;
+  Fp4Avx2ConstRow rows[T];
+#pragma GCC unroll 8
+  for (int j = 0; j < T; ++j) rows[j] = fp4_avx2_row(t.x + (j0 + j) * t.ldx, t.k);
   for (int64_t g = g0; g < g1; ++g) {
     if (g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
-    fp4_group_tokens<T>(t.w[r], t.s[r], x, t.ldx, g, g == n_full, d, acc + j0);
+    const bool odd_tail = g == n_full;
+    const __m256i b = group_bytes(t.w[r], g, odd_tail);
+    const __m256 sc = group_scales(t.s[r], g, odd_tail);
+    __m256i w[4];
+    fixed_weights(b, d.i, w);
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) {
+      const uint8_t mode = rows[j].mode[g];
+      const __m256 tj = mode == kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f) : fixed_group_dot(w, rows[j], g, mode);
+      _mm256_store_ps(acc[j0 + j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j0 + j])));
+    }
   }
 }
 
-// 2..8 tokens: each row alone, tokens in passes of up to 4 (5..8 tokens decode each row twice: the FMAs,
-// 8 per token per 64 weights, outweigh the 19-instruction decode), and K in spans of kFp4SpanGroups
-// groups, every row and pass of a span before the next: the span's activations of all tokens (16 KiB at
-// 8 tokens) then stay in L1 for both rows, where one row's pass over all of K read each activation vector
-// from L2, one load per FMA (2 tokens ran at 1.9x the time of 1).
+// 2..8 tokens: each row alone, its weights decoded once per group for every token, and K in spans of
+// kFp4SpanGroups groups, every row of a span before the next: the span's activations of all tokens (8 KiB
+// of int16 at 8 tokens) then stay in L1 for both rows.
 constexpr int64_t kFp4SpanGroups = 8;  // 512 columns
 
 void fp4_tokens(Fp4Tile& t) {
@@ -173,25 +234,116 @@ void fp4_tokens(Fp4Tile& t) {
   const int64_t n_groups = (t.k / 32 + 1) / 2;
   for (int64_t g0 = 0; g0 < n_groups; g0 += kFp4SpanGroups) {
     const int64_t g1 = g0 + kFp4SpanGroups < n_groups ? g0 + kFp4SpanGroups : n_groups;
-    for (int r = 0; r < t.n_rows; ++r)
-      for (int j0 = 0; j0 < t.n_tokens; j0 += 4) {
-        switch (t.n_tokens - j0) {
-          case 1: fp4_row_tokens<1>(t, r, j0, g0, g1, acc[r]); break;
-          case 2: fp4_row_tokens<2>(t, r, j0, g0, g1, acc[r]); break;
-          case 3: fp4_row_tokens<3>(t, r, j0, g0, g1, acc[r]); break;
-          default: fp4_row_tokens<4>(t, r, j0, g0, g1, acc[r]); break;
-        }
+    for (int r = 0; r < t.n_rows; ++r) {
+      switch (t.n_tokens) {
+        case 2: fp4_row_tokens<2>(t, r, 0, g0, g1, acc[r]); break;
+        case 3: fp4_row_tokens<3>(t, r, 0, g0, g1, acc[r]); break;
+        case 4: fp4_row_tokens<4>(t, r, 0, g0, g1, acc[r]); break;
+        case 5: fp4_row_tokens<5>(t, r, 0, g0, g1, acc[r]); break;
+        case 6: fp4_row_tokens<6>(t, r, 0, g0, g1, acc[r]); break;
+        case 7: fp4_row_tokens<7>(t, r, 0, g0, g1, acc[r]); break;
+        default: fp4_row_tokens<8>(t, r, 0, g0, g1, acc[r]); break;
       }
+    }
   }
   for (int r = 0; r < t.n_rows; ++r)
     for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = hsum(_mm256_load_ps(acc[r][j]));
 }
 
+// One 32-block of activations (n ≤ 32 of them, zeros after) as fixed point: f[i] = x[i] / q with
+// q = 2^(e_max − 156) (quant_tiles.h). Returns the block's Fp4Avx2Mode and its unit 2^(e_max − 150).
+Fp4Avx2Mode fixed_block(const float* x, int64_t n, int32_t* f, float* unit) {
+  alignas(32) float xb[32] = {};
+  for (int64_t i = 0; i < n; ++i) xb[i] = x[i];
+  __m256i bits[4], e_max = _mm256_setzero_si256(), any = _mm256_setzero_si256();
+  const __m256i exp_mask = _mm256_set1_epi32(0xFF);
+  for (int v = 0; v < 4; ++v) {
+    bits[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 8 * v));
+    e_max = _mm256_max_epi32(e_max, _mm256_and_si256(_mm256_srli_epi32(bits[v], 23), exp_mask));
+    any = _mm256_or_si256(any, _mm256_slli_epi32(bits[v], 1));  // every bit but the sign
+  }
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), e_max);
+  int32_t e = 0;
+  for (int32_t l : lanes) e = l > e ? l : e;
+  *unit = 1.0f;
+  if (_mm256_testz_si256(any, any)) {  // all (signed) zeros
+    for (int i = 0; i < 32; ++i) f[i] = 0;
+    return kFixed;
+  }
+  if (e == 255 || e < 39) return kFloat;  // inf / NaN; a unit 2^-15 below 2^(e − 150) would not be normal
+  *unit = std::ldexp(1.0f, e - 150);
+  // x = M · 2^(e_x − 150) (M with its implicit bit; denormals: e_x = 1), so f = M · 2^(e_x − e + 6): a left
+  // shift of at most 6, or a right shift that must drop only zero bits.
+  const __m256i one = _mm256_set1_epi32(1), implicit = _mm256_set1_epi32(0x800000);
+  const __m256i mant_mask = _mm256_set1_epi32(0x7FFFFF), low15 = _mm256_set1_epi32(0x7FFF);
+  const __m256i base = _mm256_set1_epi32(e - 6), zero = _mm256_setzero_si256();
+  __m256i lost = zero, residue = zero;
+  for (int v = 0; v < 4; ++v) {
+    const __m256i ex = _mm256_and_si256(_mm256_srli_epi32(bits[v], 23), exp_mask);
+    const __m256i normal = _mm256_cmpgt_epi32(ex, zero);
+    const __m256i m = _mm256_or_si256(_mm256_and_si256(bits[v], mant_mask), _mm256_and_si256(normal, implicit));
+    const __m256i shift = _mm256_sub_epi32(_mm256_max_epi32(ex, one), base);  // e_x − e + 6 ≤ 6
+    const __m256i left = _mm256_max_epi32(shift, zero), right = _mm256_max_epi32(_mm256_sub_epi32(zero, shift), zero);
+    lost = _mm256_or_si256(lost, _mm256_and_si256(m, _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one)));
+    const __m256i mag = _mm256_srlv_epi32(_mm256_sllv_epi32(m, left), right);
+    const __m256i fv = _mm256_sign_epi32(mag, _mm256_or_si256(bits[v], one));  // negative where the sign is set
+    residue = _mm256_or_si256(residue, _mm256_and_si256(fv, low15));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(f + 8 * v), fv);
+  }
+  if (!_mm256_testz_si256(lost, lost)) return kFloat;
+  return _mm256_testz_si256(residue, residue) ? kFixed : kFixedResidue;
+}
+
 }  // namespace
 
 void fp4_tile_avx2(Fp4Tile& t) {
-  if (t.n_tokens == 1) return t.n_rows == 2 ? fp4_one_token<2>(t) : fp4_one_token<1>(t);
-  return fp4_tokens(t);
+  if (t.n_tokens != 1) return fp4_tokens(t);
+  const Fp4Avx2ConstRow row = fp4_avx2_row(t.x, t.k);
+  const bool mixed = std::memchr(row.mode, kFloat, static_cast<size_t>(fp4_avx2_groups(t.k))) != nullptr;
+  if (mixed) return t.n_rows == 2 ? fp4_one_token<2, true>(t, row) : fp4_one_token<1, true>(t, row);
+  return t.n_rows == 2 ? fp4_one_token<2, false>(t, row) : fp4_one_token<1, false>(t, row);
+}
+
+void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out) {
+  static constexpr int kFixedOff[4] = {0, 2, 1, 3};
+  static constexpr int kFloatOff[8] = {0, 2, 16, 18, 1, 3, 17, 19};
+  const int64_t n_groups = fp4_avx2_groups(k), stride = fp4_avx2_stride(k);
+  for (int64_t tk = 0; tk < n_tokens; ++tk) {
+    const float* xr = x + tk * k;
+    const Fp4Avx2Row row = fp4_avx2_row(out + tk * stride, k);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      alignas(32) int32_t f[64];
+      float unit[2];
+      uint8_t mode = kFixed;
+      for (int lane = 0; lane < 2; ++lane) {
+        const int64_t e0 = 64 * g + 32 * lane, n = e0 < k ? (k - e0 < 32 ? k - e0 : 32) : 0;
+        const uint8_t m = fixed_block(xr + e0, n, f + 32 * lane, unit + lane);
+        mode = m > mode ? m : mode;
+      }
+      row.mode[g] = mode;
+      for (int i = 0; i < 8; ++i) row.unit[8 * g + i] = unit[i / 4];
+      if (mode == kFloat) {
+        float* o = row.xf + 64 * g;
+        for (int v = 0; v < 8; ++v)
+          for (int lane = 0; lane < 2; ++lane)
+            for (int d = 0; d < 4; ++d) {
+              const int64_t e = 64 * g + 32 * lane + kFloatOff[v] + 4 * d;
+              o[8 * v + 4 * lane + d] = e < k ? xr[e] : 0.0f;
+            }
+        continue;
+      }
+      int16_t* y = row.y + 64 * g;
+      int16_t* r = row.r + 64 * g;
+      for (int v = 0; v < 4; ++v)
+        for (int lane = 0; lane < 2; ++lane)
+          for (int i = 0; i < 8; ++i) {
+            const int32_t fv = f[32 * lane + 4 * i + kFixedOff[v]];
+            y[16 * v + 8 * lane + i] = static_cast<int16_t>(fv >> 15);
+            r[16 * v + 8 * lane + i] = static_cast<int16_t>(fv & 0x7FFF);
+          }
+    }
+  }
 }
 
 }  // namespace dsv4::kernels::detail

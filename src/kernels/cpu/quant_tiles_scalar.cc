@@ -147,7 +147,7 @@ Fp4Kernel fp4_kernel_for(Isa isa, XExact x) {
       note_bf16_refusal();
       return {fp4_tile_avx512, Fp4XLayout::kBlockOrder};
     case Isa::kAvx2:
-      return {fp4_tile_avx2, Fp4XLayout::kAvx2Groups};
+      return {fp4_tile_avx2, Fp4XLayout::kAvx2Fixed};
 #endif
     default:
       return {fp4_tile_scalar, Fp4XLayout::kNatural};
@@ -187,12 +187,17 @@ int64_t fp4_x_stride(Fp4XLayout layout, int64_t k) {
   switch (layout) {
     case Fp4XLayout::kNibblePlanes: return (k + 127) / 128 * 128;
     case Fp4XLayout::kBf16Pairs: return (k + 127) / 128 * 64;
-    case Fp4XLayout::kAvx2Groups: return (k + 63) / 64 * 64;
+#if defined(__x86_64__)
+    case Fp4XLayout::kAvx2Fixed: return fp4_avx2_stride(k);
+#endif
     default: return k;
   }
 }
 
 void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t k, float* out) {
+#if defined(__x86_64__)
+  if (layout == Fp4XLayout::kAvx2Fixed) return fp4_prepare_x_avx2(x, n_tokens, k, out);
+#endif
   const int64_t stride = fp4_x_stride(layout, k);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* xr = x + t * k;
@@ -209,17 +214,7 @@ void fp4_prepare_x(Fp4XLayout layout, const float* x, int64_t n_tokens, int64_t 
           }
         }
         break;
-      case Fp4XLayout::kAvx2Groups:
-        // Group g's vector v, lane L, slot d ← element 64g + 32L + off[v] + 4d; past k (an odd last block) zeros.
-        for (int64_t g = 0; g < stride; g += 64) {
-          static constexpr int kOff[8] = {0, 2, 16, 18, 1, 3, 17, 19};
-          for (int v = 0; v < 8; ++v)
-            for (int lane = 0; lane < 2; ++lane)
-              for (int d = 0; d < 4; ++d) {
-                const int64_t e = g + 32 * lane + kOff[v] + 4 * d;
-                o[g + 8 * v + 4 * lane + d] = e < k ? xr[e] : 0.0f;
-              }
-        }
+      case Fp4XLayout::kAvx2Fixed:  // fp4_prepare_x_avx2 above (selected on x86-64 only)
         break;
       case Fp4XLayout::kNibblePlanes:
         // Chunk c's plane q, lane i ← element 128c + 8i + q; past k (a partial last chunk) zeros.

@@ -230,7 +230,9 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, flo
 constexpr int64_t kFp4SpanGroups = 8;  // 512 columns
 
 void fp4_tokens(Fp4Tile& t) {
-  alignas(32) float acc[kTileRows][kTileTokens][8] = {};
+  alignas(32) float acc[kTileRows][kTileTokens][8];
+  for (int r = 0; r < t.n_rows; ++r)
+    for (int j = 0; j < t.n_tokens; ++j) _mm256_store_ps(acc[r][j], _mm256_setzero_ps());
   const int64_t n_groups = (t.k / 32 + 1) / 2;
   for (int64_t g0 = 0; g0 < n_groups; g0 += kFp4SpanGroups) {
     const int64_t g1 = g0 + kFp4SpanGroups < n_groups ? g0 + kFp4SpanGroups : n_groups;

@@ -200,14 +200,16 @@ void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
 
 // One row × tokens [j0, j0 + T) over groups [g0, g1) of K, folded into acc[j] (memory, touched once per
 // group): the weights decoded once per group for all T tokens (to fixed point; a token whose group is
-// kFloat decodes its own floats).
-template <int T>
-void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, float (*acc)[8]) {
+// kFloat decodes its own floats). From 2 tokens VPMADDWD bounds it (Zen 3 runs vector integer
+// multiplies on one pipe: 16 int16 products per cycle, as many as the two FMA pipes' fp32 ones), so
+// accumulators in registers (4-token passes, 14 registers) were no faster than these 8 in memory.
+template <int T, bool kMixed>
+void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc)[8]) {
   const Decode d;
   const int64_t n_full = t.k / 64;
   Fp4Avx2ConstRow rows[T];
 #pragma GCC unroll 8
-  for (int j = 0; j < T; ++j) rows[j] = fp4_avx2_row(t.x + (j0 + j) * t.ldx, t.k);
+  for (int j = 0; j < T; ++j) rows[j] = fp4_avx2_row(t.x + j * t.ldx, t.k);
   for (int64_t g = g0; g < g1; ++g) {
     if (g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
     const bool odd_tail = g == n_full;
@@ -218,8 +220,9 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, flo
 #pragma GCC unroll 8
     for (int j = 0; j < T; ++j) {
       const uint8_t mode = rows[j].mode[g];
-      const __m256 tj = mode == kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f) : fixed_group_dot(w, rows[j], g, mode);
-      _mm256_store_ps(acc[j0 + j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j0 + j])));
+      const __m256 tj = kMixed && mode == kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
+                                                 : fixed_group_dot(w, rows[j], g, mode);
+      _mm256_store_ps(acc[j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j])));
     }
   }
 }
@@ -229,6 +232,7 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int j0, int64_t g0, int64_t g1, flo
 // of int16 at 8 tokens) then stay in L1 for both rows.
 constexpr int64_t kFp4SpanGroups = 8;  // 512 columns
 
+template <bool kMixed>
 void fp4_tokens(Fp4Tile& t) {
   alignas(32) float acc[kTileRows][kTileTokens][8];
   for (int r = 0; r < t.n_rows; ++r)
@@ -238,13 +242,13 @@ void fp4_tokens(Fp4Tile& t) {
     const int64_t g1 = g0 + kFp4SpanGroups < n_groups ? g0 + kFp4SpanGroups : n_groups;
     for (int r = 0; r < t.n_rows; ++r) {
       switch (t.n_tokens) {
-        case 2: fp4_row_tokens<2>(t, r, 0, g0, g1, acc[r]); break;
-        case 3: fp4_row_tokens<3>(t, r, 0, g0, g1, acc[r]); break;
-        case 4: fp4_row_tokens<4>(t, r, 0, g0, g1, acc[r]); break;
-        case 5: fp4_row_tokens<5>(t, r, 0, g0, g1, acc[r]); break;
-        case 6: fp4_row_tokens<6>(t, r, 0, g0, g1, acc[r]); break;
-        case 7: fp4_row_tokens<7>(t, r, 0, g0, g1, acc[r]); break;
-        default: fp4_row_tokens<8>(t, r, 0, g0, g1, acc[r]); break;
+        case 2: fp4_row_tokens<2, kMixed>(t, r, g0, g1, acc[r]); break;
+        case 3: fp4_row_tokens<3, kMixed>(t, r, g0, g1, acc[r]); break;
+        case 4: fp4_row_tokens<4, kMixed>(t, r, g0, g1, acc[r]); break;
+        case 5: fp4_row_tokens<5, kMixed>(t, r, g0, g1, acc[r]); break;
+        case 6: fp4_row_tokens<6, kMixed>(t, r, g0, g1, acc[r]); break;
+        case 7: fp4_row_tokens<7, kMixed>(t, r, g0, g1, acc[r]); break;
+        default: fp4_row_tokens<8, kMixed>(t, r, g0, g1, acc[r]); break;
       }
     }
   }
@@ -300,9 +304,12 @@ Fp4Avx2Mode fixed_block(const float* x, int64_t n, int32_t* f, float* unit) {
 }  // namespace
 
 void fp4_tile_avx2(Fp4Tile& t) {
-  if (t.n_tokens != 1) return fp4_tokens(t);
+  // Whether any token has a kFloat group: without one the loops hold no float-decode constants.
+  bool mixed = false;
+  for (int j = 0; j < t.n_tokens && !mixed; ++j)
+    mixed = std::memchr(fp4_avx2_row(t.x + j * t.ldx, t.k).mode, kFloat, static_cast<size_t>(fp4_avx2_groups(t.k)));
+  if (t.n_tokens != 1) return mixed ? fp4_tokens<true>(t) : fp4_tokens<false>(t);
   const Fp4Avx2ConstRow row = fp4_avx2_row(t.x, t.k);
-  const bool mixed = std::memchr(row.mode, kFloat, static_cast<size_t>(fp4_avx2_groups(t.k))) != nullptr;
   if (mixed) return t.n_rows == 2 ? fp4_one_token<2, true>(t, row) : fp4_one_token<1, true>(t, row);
   return t.n_rows == 2 ? fp4_one_token<2, false>(t, row) : fp4_one_token<1, false>(t, row);
 }

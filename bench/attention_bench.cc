@@ -3,13 +3,14 @@
 // an HCA layer's at a 4096 context (128 + 32) — on one thread (CPU time per call: the robust measure on a
 // shared machine), per ISA. Beside it the lightning indexer's scores (kernels/cpu/indexer.h) at V4-Flash's
 // 64 index heads of 128 over the compressed keys of a 4K and a 64K context (ratio 4: 1024 and 16384 keys),
-// FP4-simulated as in the model, also on one thread.
+// FP4-simulated as in the model (fp32 keys, and stored packed as the model holds them), also on one thread.
 #include <benchmark/benchmark.h>
 
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/kv_row.h"
 #include "core/quant.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/isa.h"
@@ -64,6 +65,32 @@ void indexer_case(benchmark::State& state, Isa isa, int64_t n_keys) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The same over keys stored packed (core/kv_row.h index keys, the model's storage: indexer_scores_packed).
+void indexer_packed_case(benchmark::State& state, Isa isa, int64_t n_keys) {
+  constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
+  auto q = pseudo_random(kIndexHeads * kIndexDim, 4, 1.0f);
+  const auto keys = pseudo_random(n_keys * kIndexDim, 5, 1.0f);
+  const auto w = pseudo_random(kIndexHeads, 6, 0.1f);
+  dsv4::fake_quant_fp4(std::span<float>(q), 32);
+  const int64_t key_bytes = dsv4::index_key_bytes(kIndexDim);
+  std::vector<uint8_t> packed(static_cast<size_t>(n_keys * key_bytes));
+  std::vector<const uint8_t*> rows(static_cast<size_t>(n_keys));
+  for (int64_t j = 0; j < n_keys; ++j) {
+    uint8_t* entry = packed.data() + j * key_bytes;
+    dsv4::encode_index_key({keys.data() + j * kIndexDim, static_cast<size_t>(kIndexDim)},
+                           {entry, static_cast<size_t>(key_bytes)});
+    rows[static_cast<size_t>(j)] = entry;
+  }
+  std::vector<float> scores(static_cast<size_t>(n_keys));
+  for (auto _ : state) {
+    dsv4::kernels::indexer_scores_packed(q.data(), kIndexHeads, kIndexDim, rows.data(), n_keys, w.data(),
+                                         scores.data(), {isa, nullptr});
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(kIndexHeads * kIndexDim * n_keys),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
@@ -72,6 +99,11 @@ const int kRegistered = [] {
                                     "/heads=64x128/keys=" + std::to_string(n_keys))
                                        .c_str(),
                                    [=](benchmark::State& s) { indexer_case(s, isa, n_keys); });
+    for (int64_t n_keys : {1024, 16384})
+      benchmark::RegisterBenchmark((std::string("indexer_scores_packed/") + dsv4::kernels::isa_name(isa) +
+                                    "/heads=64x128/keys=" + std::to_string(n_keys))
+                                       .c_str(),
+                                   [=](benchmark::State& s) { indexer_packed_case(s, isa, n_keys); });
   }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;

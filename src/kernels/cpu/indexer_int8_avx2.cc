@@ -217,50 +217,71 @@ inline __m256 round_bf16(__m256 v) {  // to nearest even, finite inputs (core/fo
   return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-// Heads [h0, h0 + NH) against one key group: the fp32 q·k of each (head, key), 8 keys in lanes.
-// Heads [h0, h0 + NH) against one key group: the fp32 q·k of each (head, key), 8 keys in lanes. First each
-// block's integer dots (NH 16-bit accumulators, one key load and NH q broadcasts per step), kept in memory,
-// then their fp32 sum in block order: one loop holding both had GCC spill the accumulators inside the step
-// loop. NB: the blocks per head (head_dim / 32) when known at compile time (4: head_dim 128), else 0.
-template <int NH, int NB>
-inline void group_dots(const QInts& q, int64_t d, int64_t h0, const KeyGroup& g, __m256 (&dot)[NH]) {
+// Heads [h0, h0 + NH) against NG key groups: the fp32 q·k of each (head, key), 8 keys in lanes. First each
+// block's integer dots (NG·NH 16-bit accumulators; per step NG key loads and NH q broadcasts, each
+// broadcast feeding every group: the broadcasts were 38% of a one-group pass), kept in memory, then their
+// fp32 sums in block order: one loop holding both had GCC spill the accumulators inside the step loop. NB:
+// the blocks per head (head_dim / 32) when known at compile time (4: head_dim 128), else 0.
+template <int NH, int NB, int NG>
+inline void group_dots(const QInts& q, int64_t d, int64_t h0, const KeyGroup* g, __m256 (&dot)[NG][NH]) {
   const int64_t nb = NB > 0 ? NB : d / 32;
   const __m256i ones = _mm256_set1_epi16(1);
-  alignas(32) int32_t p[kMaxDim / 32][NH][kGroupKeys];
+  alignas(32) int32_t p[NG][kMaxDim / 32][NH][kGroupKeys];
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i init = _mm256_load_si256(reinterpret_cast<const __m256i*>(g.init[b]));
-    __m256i acc[NH];
+    __m256i acc[NG][NH];
+#pragma GCC unroll 2
+    for (int k = 0; k < NG; ++k) {
+      const __m256i init = _mm256_load_si256(reinterpret_cast<const __m256i*>(g[k].init[b]));
 #pragma GCC unroll 4
-    for (int h = 0; h < NH; ++h) acc[h] = init;
+      for (int h = 0; h < NH; ++h) acc[k][h] = init;
+    }
     // Steps in pairs, the two products added before the accumulator (integer sums are exact in any order).
 #pragma GCC unroll 4
     for (int s = 0; s < 8; s += 2) {
-      const __m256i kv0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g.bytes + (b * 8 + s) * 32));
-      const __m256i kv1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(g.bytes + (b * 8 + s + 1) * 32));
+      __m256i kv0[NG], kv1[NG];
+#pragma GCC unroll 2
+      for (int k = 0; k < NG; ++k) {
+        kv0[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(g[k].bytes + (b * 8 + s) * 32));
+        kv1[k] = _mm256_load_si256(reinterpret_cast<const __m256i*>(g[k].bytes + (b * 8 + s + 1) * 32));
+      }
 #pragma GCC unroll 4
       for (int h = 0; h < NH; ++h) {
         const uint8_t* qp = q.bytes + (h0 + h) * d + 32 * b + 4 * s;
         const __m256i q0 = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(qp)));
         const __m256i q1 = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(qp + 4)));
-        acc[h] = _mm256_add_epi16(acc[h], _mm256_add_epi16(_mm256_maddubs_epi16(q0, kv0), _mm256_maddubs_epi16(q1, kv1)));
-        // NOTE: keeps each update here: unrolled, GCC computed all 32 products of a block first and spilled
-        // them to the stack (2.2x slower).
-        asm("" : "+x"(acc[h]));
+#pragma GCC unroll 2
+        for (int k = 0; k < NG; ++k) {
+          acc[k][h] = _mm256_add_epi16(
+              acc[k][h], _mm256_add_epi16(_mm256_maddubs_epi16(q0, kv0[k]), _mm256_maddubs_epi16(q1, kv1[k])));
+          // NOTE: keeps each update here: unrolled, GCC computed all 32 products of a block first and
+          // spilled them to the stack (2.2x slower).
+          asm("" : "+x"(acc[k][h]));
+        }
       }
     }
+#pragma GCC unroll 2
+    for (int k = 0; k < NG; ++k)
 #pragma GCC unroll 4
-    for (int h = 0; h < NH; ++h)  // the block's Σ I_q·I_k per key
-      _mm256_store_si256(reinterpret_cast<__m256i*>(p[b][h]), _mm256_madd_epi16(acc[h], ones));
+      for (int h = 0; h < NH; ++h)  // the block's Σ I_q·I_k per key
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p[k][b][h]), _mm256_madd_epi16(acc[k][h], ones));
   }
+  // Blocks outer, heads inner (each head's sum still in block order): independent chains side by side.
+#pragma GCC unroll 2
+  for (int k = 0; k < NG; ++k) {
 #pragma GCC unroll 4
-  for (int h = 0; h < NH; ++h) {
-    __m256 sum = _mm256_setzero_ps();
+    for (int h = 0; h < NH; ++h) dot[k][h] = _mm256_setzero_ps();
+#pragma GCC unroll 4
     for (int64_t b = 0; b < nb; ++b) {
-      const __m256 sc = _mm256_mul_ps(_mm256_load_ps(g.scale[b]), _mm256_set1_ps(q.scale[(h0 + h) * nb + b]));
-      // p · 2^(E_q + E_k) is exact (13 bits times a power of two), so the FMA rounds once, as an add of it would.
-      sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p[b][h]))), sc, sum);
+      const __m256 ks = _mm256_load_ps(g[k].scale[b]);
+#pragma GCC unroll 4
+      for (int h = 0; h < NH; ++h) {
+        const __m256 sc = _mm256_mul_ps(ks, _mm256_set1_ps(q.scale[(h0 + h) * nb + b]));
+        // p · 2^(E_q + E_k) is exact (13 bits times a power of two), so the FMA rounds once, as an add of it
+        // would.
+        dot[k][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p[k][b][h]))),
+                                    sc, dot[k][h]);
+      }
     }
-    dot[h] = sum;
   }
 }
 
@@ -278,41 +299,59 @@ inline void add_terms(const __m256 (&dot)[NH], const float* w, __m256d& lo, __m2
 }
 
 // Scores keys [k0, k1): convert(t0, nk, g) fills group g with keys t0 .. t0 + nk − 1 and returns the mask of
-// those the fp32 loop takes, fp32(t0, nk, out) gives that loop's scores of the group.
+// those the fp32 loop takes, fp32(t0, nk, out) gives that loop's scores of the group. NG groups (8 keys
+// each) per pass, the last pass one group.
+template <int NB, int NG, typename Convert, typename Fp32>
+void score_pass(const QInts& qi, int64_t n_heads, int64_t d, int64_t t0, int64_t k1, const float* w, float* scores,
+                KeyGroup* g, Convert& convert, Fp32& fp32) {
+  unsigned fallback[NG];
+  int64_t nk[NG];
+  __m256d lo[NG], hi[NG];
+  for (int k = 0; k < NG; ++k) {
+    const int64_t tk = t0 + k * kGroupKeys;
+    nk[k] = k1 - tk < kGroupKeys ? k1 - tk : kGroupKeys;
+    fallback[k] = convert(tk, nk[k], g[k]);
+    lo[k] = hi[k] = _mm256_setzero_pd();
+  }
+  int64_t h = 0;
+  for (; h + 4 <= n_heads; h += 4) {
+    __m256 dot[NG][4];
+    group_dots<4, NB, NG>(qi, d, h, g, dot);
+    for (int k = 0; k < NG; ++k) add_terms<4>(dot[k], w + h, lo[k], hi[k]);
+  }
+  for (; h < n_heads; ++h) {
+    __m256 dot[NG][1];
+    group_dots<1, NB, NG>(qi, d, h, g, dot);
+    for (int k = 0; k < NG; ++k) add_terms<1>(dot[k], w + h, lo[k], hi[k]);
+  }
+  for (int k = 0; k < NG; ++k) {
+    const int64_t tk = t0 + k * kGroupKeys;
+    alignas(32) float out[kGroupKeys];
+    _mm256_store_ps(out, round_bf16(_mm256_set_m128(_mm256_cvtpd_ps(hi[k]), _mm256_cvtpd_ps(lo[k]))));
+    if (fallback[k] != 0) {
+      float raw[kGroupKeys];
+      fp32(tk, nk[k], raw);
+      for (int j = 0; j < nk[k]; ++j)
+        if (fallback[k] & (1u << j)) out[j] = raw[j];
+    }
+    std::memcpy(scores + tk, out, static_cast<size_t>(nk[k]) * sizeof(float));
+  }
+}
+
 template <int NB, typename Convert, typename Fp32>
 void score_groups(const QInts& qi, int64_t n_heads, int64_t d, int64_t k0, int64_t k1, const float* w,
-                  float* scores, KeyGroup& g, Convert convert, Fp32 fp32) {
-  for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys) {
-    const int64_t nk = k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys;
-    const unsigned fallback = convert(t0, nk, g);
-    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    int64_t h = 0;
-    for (; h + 4 <= n_heads; h += 4) {
-      __m256 dot[4];
-      group_dots<4, NB>(qi, d, h, g, dot);
-      add_terms<4>(dot, w + h, lo, hi);
-    }
-    for (; h < n_heads; ++h) {
-      __m256 dot[1];
-      group_dots<1, NB>(qi, d, h, g, dot);
-      add_terms<1>(dot, w + h, lo, hi);
-    }
-    alignas(32) float out[kGroupKeys];
-    _mm256_store_ps(out, round_bf16(_mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo))));
-    if (fallback != 0) {
-      float raw[kGroupKeys];
-      fp32(t0, nk, raw);
-      for (int j = 0; j < nk; ++j)
-        if (fallback & (1u << j)) out[j] = raw[j];
-    }
-    std::memcpy(scores + t0, out, static_cast<size_t>(nk) * sizeof(float));
-  }
+                  float* scores, KeyGroup* g, Convert convert, Fp32 fp32) {
+  int64_t t0 = k0;
+  for (; t0 + 2 * kGroupKeys <= k1; t0 += 2 * kGroupKeys)
+    score_pass<NB, 2>(qi, n_heads, d, t0, k1, w, scores, g, convert, fp32);
+  if (t0 < k1 - kGroupKeys) return score_pass<NB, 2>(qi, n_heads, d, t0, k1, w, scores, g, convert, fp32);
+  if (t0 < k1) score_pass<NB, 1>(qi, n_heads, d, t0, k1, w, scores, g, convert, fp32);
 }
 
 template <typename Convert, typename Fp32>
 void score_all(const QInts& qi, int64_t n_heads, int64_t d, int64_t k0, int64_t k1, const float* w, float* scores,
                Convert convert, Fp32 fp32) {
-  thread_local KeyGroup g;
+  thread_local KeyGroup g[2];
   if (d == 128) return score_groups<4>(qi, n_heads, d, k0, k1, w, scores, g, convert, fp32);
   return score_groups<0>(qi, n_heads, d, k0, k1, w, scores, g, convert, fp32);
 }

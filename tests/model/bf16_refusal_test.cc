@@ -1,4 +1,6 @@
-// tests/model: no kernel refuses the model's activations as inexact in bf16 (kernels/cpu/bf16_refusals.h).
+// tests/model: no kernel refuses the model's activations as inexact in bf16 (kernels/cpu/bf16_refusals.h),
+// and the AVX2 FP4 tile holds every one in its exact fixed point (kernels/cpu/fp4_float_groups.h: no
+// 64-element group falls back to its fp32 path).
 // The AMX GEMMs, the AMX indexer scores, the MoE layer's packs and the FP4 nibble-plane tile decide per
 // call (or per 16-key group) whether the activations are exact in bf16; a refusal would move every row of
 // the call to another summation order, so one stream's row could change its batch neighbours' bits. The
@@ -7,12 +9,14 @@
 // decode, the MTP draft, and several streams in one step — on every fast-path routing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "golden_case.h"
 #include "kernels/cpu/bf16_refusals.h"
+#include "kernels/cpu/fp4_float_groups.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -141,6 +145,35 @@ TEST(Bf16Refusals, CountsAnInexactActivation) {
     }
     x[k + 5] = 1.0f;
   }
+}
+
+// The AVX2 FP4 tile over the same forwards: fake-quantized E4M3 activations are always exact in its fixed
+// point, so no group takes the fp32 path; and the tally is live (a raw-float activation counts its group).
+TEST(Fp4FixedPoint, NoFloatGroupsAcrossRealForwards) {
+  if (!kernels::isa_supported(kernels::Isa::kAvx2)) GTEST_SKIP() << "no AVX2: the FP4 fixed point is its tile";
+  const auto ids = golden_tokens(72);
+  ASSERT_EQ(ids.size(), 72u);
+  auto m = load({"avx2", kernels::Isa::kAvx2, {}});
+  ASSERT_TRUE(m);
+  const uint64_t before = kernels::fp4_float_groups();
+  run_stream(*m, ids, 40, 40);
+  run_stream(*m, ids, 72, 7);
+  run_streams(*m, ids);
+  EXPECT_EQ(kernels::fp4_float_groups() - before, 0u);
+
+  const int64_t rows = 4, k = 128;
+  std::vector<uint8_t> fp4(static_cast<size_t>(rows * k / 2), 0x22), scales(static_cast<size_t>(rows * k / 32), 127);
+  std::vector<float> x(static_cast<size_t>(2 * k), 1.0f), out(static_cast<size_t>(2 * rows));
+  kernels::MatmulOptions opt;
+  opt.isa = kernels::Isa::kAvx2;
+  uint64_t mark = kernels::fp4_float_groups();
+  kernels::fp4_gemm({fp4.data(), scales.data(), rows, k}, x.data(), 2, out.data(), opt);
+  EXPECT_EQ(kernels::fp4_float_groups() - mark, 0u);
+  // Token 1, group 1: (1 + 2^-23)·2^-10 beside a block max of 1 has bits at 2^-33, under the 2^-30 grid.
+  x[static_cast<size_t>(k + 70)] = std::ldexp(1.0f + std::numeric_limits<float>::epsilon(), -10);
+  mark = kernels::fp4_float_groups();
+  kernels::fp4_gemm({fp4.data(), scales.data(), rows, k}, x.data(), 2, out.data(), opt);
+  EXPECT_EQ(kernels::fp4_float_groups() - mark, 1u);
 }
 
 }  // namespace

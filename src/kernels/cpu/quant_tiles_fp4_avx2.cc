@@ -6,8 +6,9 @@
 // & 0xFF00 for odd ones); VPMADDWD against the int16 activations sums 8 products per int32 lane exactly.
 // Per 64 weights: 9 decode instructions, 4 VPMADDWD, 3 adds, one conversion, one multiply by the group's
 // unit and one FMA by the weight scales: ~20 FP-pipe instructions against ~30 for the fp32 path, whose
-// 8 FMAs plus 19-instruction decode bound one Zen 3 core at ~8 GB/s (the MoE experts' decode rate).
-// A group with residue bits (an activation below 2^-15 of its block's unit) adds a second VPMADDWD pass.
+// 8 FMAs plus 19-instruction decode held one Zen 3 core at ~7 GB/s (fp4_gemm/avx2/m=1: 7.0 -> 10.4).
+// A group with residue bits (an r ≠ 0: an activation under ~2^-15 of its block's max, or one with low
+// bits that far down) adds a second VPMADDWD pass over r.
 //
 // Floats (a group not exact in fixed point: raw fp32 activations, tiny or non-finite ones): the codes
 // are decoded by byte-table lookups to bf16 and widened to fp32 with no conversions:
@@ -27,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/fp4_float_groups.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -318,6 +320,7 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
   static constexpr int kFixedOff[4] = {0, 2, 1, 3};
   static constexpr int kFloatOff[8] = {0, 2, 16, 18, 1, 3, 17, 19};
   const int64_t n_groups = fp4_avx2_groups(k), stride = fp4_avx2_stride(k);
+  uint64_t float_groups = 0;
   for (int64_t tk = 0; tk < n_tokens; ++tk) {
     const float* xr = x + tk * k;
     const Fp4Avx2Row row = fp4_avx2_row(out + tk * stride, k);
@@ -333,6 +336,7 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
       row.mode[g] = mode;
       for (int i = 0; i < 8; ++i) row.unit[8 * g + i] = unit[i / 4];
       if (mode == kFloat) {
+        ++float_groups;
         float* o = row.xf + 64 * g;
         for (int v = 0; v < 8; ++v)
           for (int lane = 0; lane < 2; ++lane)
@@ -353,6 +357,7 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
           }
     }
   }
+  if (float_groups != 0) note_fp4_float_groups(float_groups);
 }
 
 }  // namespace dsv4::kernels::detail

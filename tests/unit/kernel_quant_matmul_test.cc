@@ -159,6 +159,24 @@ void expect_within_bound(const Oracle& o, const std::vector<float>& got, int64_t
   }
 }
 
+// One FP4 tile called directly: rows first_row .. first_row + rows − 1 of w against `tokens` prepared
+// activation rows from x (stride ldx).
+detail::Fp4Tile run_fp4_tile(detail::Fp4TileFn tile, const Fp4Matrix& w, int first_row, int rows, const float* x,
+                             int64_t ldx, int tokens) {
+  detail::Fp4Tile t;
+  for (int r = 0; r < rows; ++r) {
+    t.w[r] = w.packed + (first_row + r) * (w.n_cols / 2);
+    t.s[r] = w.scales + (first_row + r) * (w.n_cols / 32);
+  }
+  t.n_rows = rows;
+  t.x = x;
+  t.ldx = ldx;
+  t.n_tokens = tokens;
+  t.k = w.n_cols;
+  tile(t);
+  return t;
+}
+
 // Runs one shape through every ISA, checking the scalar ISA bit-exactly and the fast ones within the bound,
 // plus thread-count invariance, batch invariance and the bf16 output rounding.
 template <typename Matrix, typename Gemm, typename WeightFn>
@@ -749,18 +767,7 @@ TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
     }
     const Oracle o = oracle(2, k, 8, x.data(), [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); });
     auto run = [&](const std::vector<float>& prepared, int rows, int tokens) {
-      detail::Fp4Tile t;
-      for (int r = 0; r < 2; ++r) {
-        t.w[r] = c.w.packed + r * (k / 2);
-        t.s[r] = c.w.scales + r * nb;
-      }
-      t.n_rows = rows;
-      t.x = prepared.data();
-      t.ldx = ldx;
-      t.n_tokens = tokens;
-      t.k = k;
-      kern.tile(t);
-      return t;
+      return run_fp4_tile(kern.tile, c.w, 0, rows, prepared.data(), ldx, tokens);
     };
     // One token at a time (the single-token loop) is the reference for every other width.
     float ref[2][8];
@@ -812,17 +819,7 @@ TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
   const detail::Fp4Avx2Row row = detail::fp4_avx2_row(xp.data(), 64);
   ASSERT_EQ(row.mode[0], detail::kFixedResidue);
   std::fill(row.xf, row.xf + 64, std::numeric_limits<float>::quiet_NaN());
-  detail::Fp4Tile t;
-  for (int r = 0; r < 2; ++r) {
-    t.w[r] = c.w.packed + r * 32;
-    t.s[r] = c.w.scales + r * 2;
-  }
-  t.n_rows = 2;
-  t.x = xp.data();
-  t.ldx = ldx;
-  t.n_tokens = 1;
-  t.k = 64;
-  kern.tile(t);
+  const detail::Fp4Tile t = run_fp4_tile(kern.tile, c.w, 0, 2, xp.data(), ldx, 1);
   for (int r = 0; r < 2; ++r) {
     double exact = 0.0;
     for (int i = 0; i < 64; ++i) exact += static_cast<double>(x[static_cast<size_t>(i)]) * fp4_weight(c.w, r, i);
@@ -906,17 +903,7 @@ TEST(KernelQuantMatmul, Fp4PlanesTileEveryWidthAgainstOracle) {
       float ref[2][8];
       for (int rows = 2; rows >= 1; --rows) {
         for (int tokens = 8; tokens >= 1; --tokens) {
-          detail::Fp4Tile t;
-          for (int r = 0; r < 2; ++r) {
-            t.w[r] = c.w.packed + r * (k / 2);
-            t.s[r] = c.w.scales + r * nb;
-          }
-          t.n_rows = rows;
-          t.x = xp.data();
-          t.ldx = ldx;
-          t.n_tokens = tokens;
-          t.k = k;
-          kern.tile(t);
+          const detail::Fp4Tile t = run_fp4_tile(kern.tile, c.w, 0, rows, xp.data(), ldx, tokens);
           for (int r = 0; r < rows; ++r) {
             for (int j = 0; j < tokens; ++j) {
               const std::string at = "k=" + std::to_string(k) + " extreme " + std::to_string(extreme) + " tile " +
@@ -1006,17 +993,8 @@ TEST(KernelQuantMatmul, Fp4Bf16DotTileMatchesEmulationBitForBit) {
       for (int rows = 1; rows <= 2; ++rows) {
         for (int tokens = 1; tokens <= 8; ++tokens) {
           for (int j0 = 0; j0 + tokens <= 8; j0 += tokens) {
-            detail::Fp4Tile t;
-            for (int r = 0; r < 2; ++r) {
-              t.w[r] = c.w.packed + (r + 2 - rows) * (k / 2);  // one row: row 1 (the one with the NaN block)
-              t.s[r] = c.w.scales + (r + 2 - rows) * nb;
-            }
-            t.n_rows = rows;
-            t.x = xp + j0 * ldx;
-            t.ldx = ldx;
-            t.n_tokens = tokens;
-            t.k = k;
-            kern.tile(t);
+            // One row: row 1 (the one with the NaN block).
+            const detail::Fp4Tile t = run_fp4_tile(kern.tile, c.w, 2 - rows, rows, xp + j0 * ldx, ldx, tokens);
             for (int r = 0; r < rows; ++r) {
               const int row = r + 2 - rows;
               for (int j = 0; j < tokens; ++j) {

@@ -446,7 +446,7 @@ void fp4_order_case(benchmark::State& state, Isa isa, RowOrder order, int64_t m,
     return v;
   }();
   const auto x = activations(m, k);
-  const kd::Fp4Kernel kern = kd::fp4_kernel_for(isa, kd::x_exactness(x.data(), m * k));
+  const kd::Fp4Kernel kern = kd::fp4_kernel_for_x(isa, x.data(), m * k);
   const int64_t ldx = kd::fp4_x_stride(kern.layout, k);
   std::vector<float> xp(static_cast<size_t>(m * ldx));
   kd::fp4_prepare_x(kern.layout, x.data(), m, k, xp.data());

@@ -105,7 +105,7 @@ void moe_expert_fp4(const Fp4Expert& e, const float* x, int64_t n_tokens, const 
     return moe_expert_fp4_unfused(e, x, n_tokens, route_weight, limit, out, scratch, opt);
   float* h = scratch;  // [n_tokens, n_inter]
   const detail::Fp4Kernel kern =
-      detail::fp4_kernel_for(isa, isa == Isa::kScalar ? detail::XExact::kNone : detail::x_exactness(x, n_tokens * d_model));
+      detail::fp4_kernel_for_x(isa, x, n_tokens * d_model);
   const int64_t ldx = detail::fp4_x_stride(kern.layout, d_model);
   const float* xs = x;
   if (kern.layout != detail::Fp4XLayout::kNatural) {

@@ -342,9 +342,9 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
   }
 #endif
   // Both FP4 stages read fake-quantized FP8 activations (xq, then h): power-of-two scales times E4M3
-  // values, exact in bf16. Each stage picks its tile from its inputs' magnitudes as well (fp4_kernel_for:
+  // values, exact in bf16. Each stage picks its tile from its inputs' magnitudes as well (fp4_kernel_for_x:
   // the VDPBF16PS tile needs no nonzero below 2^-100).
-  const detail::Fp4Kernel fp4 = detail::fp4_kernel_for(isa, detail::x_exactness(xq, n_tokens * d));
+  const detail::Fp4Kernel fp4 = detail::fp4_kernel_for_x(isa, xq, n_tokens * d);
   // Gathered activations per assignment ([n_assign, ldx1], in the FP4 tile's layout).
   const int64_t ldx1 = detail::fp4_x_stride(fp4.layout, d);
   float* xg = s.xperm.grow(max_assign * ldx1);
@@ -452,7 +452,7 @@ void moe_layer(const MoeLayerWeights& w, const float* x, int64_t n_tokens, const
       act_quant_fp8(row, row, len, 128, /*bf16_first=*/true, opt.isa);
     }
   });
-  const detail::Fp4Kernel fp4_w2 = detail::fp4_kernel_for(isa, detail::x_exactness(h, static_cast<int64_t>(n_assign) * n_inter));
+  const detail::Fp4Kernel fp4_w2 = detail::fp4_kernel_for_x(isa, h, static_cast<int64_t>(n_assign) * n_inter);
   const bool prepare = fp4_w2.layout != detail::Fp4XLayout::kNatural;
   const int64_t ldx2 = detail::fp4_x_stride(fp4_w2.layout, n_inter);
   float* hp = s.hperm.grow(max_assign * ldx2);

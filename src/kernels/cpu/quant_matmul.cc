@@ -216,8 +216,7 @@ void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, 
           [&](const detail::AmxRowsArgs& a) { detail::fp4_gemm_amx_rows(job, a); }, opt))
     return;
 #endif
-  const detail::Fp4Kernel kern = detail::fp4_kernel_for(
-      isa, isa == Isa::kScalar ? detail::XExact::kNone : detail::x_exactness(x, n_tokens * w.n_cols));
+  const detail::Fp4Kernel kern = detail::fp4_kernel_for_x(isa, x, n_tokens * w.n_cols);
   const float* xs = x;
   const int64_t ldx = detail::fp4_x_stride(kern.layout, w.n_cols);
   if (kern.layout != detail::Fp4XLayout::kNatural) {

@@ -211,6 +211,9 @@ struct Fp4Kernel {
 // VDPBF16PS tile and anything less falls back to the AVX-512 tiles (a bf16 refusal). The tiles' results
 // differ in summation order only; each is batch- and thread-count invariant.
 Fp4Kernel fp4_kernel_for(Isa isa, XExact x);
+// The same for a call's activations x [n]: scans them (x_exactness) only on the ISAs whose choice depends
+// on it (AVX-512, AVX512_BF16, AMX); the AVX2 tile decides per group itself, the scalar one reads any float.
+Fp4Kernel fp4_kernel_for_x(Isa isa, const float* x, int64_t n);
 // Floats one prepared row of k activations occupies (the tile's ldx).
 int64_t fp4_x_stride(Fp4XLayout layout, int64_t k);
 // x [n_tokens, k] → out [n_tokens, fp4_x_stride(layout, k)].

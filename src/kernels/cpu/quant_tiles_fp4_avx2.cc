@@ -25,7 +25,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/fp4_float_groups.h"
@@ -258,34 +257,40 @@ void fp4_tokens(Fp4Tile& t) {
     for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = hsum(_mm256_load_ps(acc[r][j]));
 }
 
-// One 32-block of activations (n ≤ 32 of them, zeros after) as fixed point: f[i] = x[i] / q with
-// q = 2^(e_max − 156) (quant_tiles.h). Returns the block's Fp4Avx2Mode and its unit 2^(e_max − 150).
-Fp4Avx2Mode fixed_block(const float* x, int64_t n, int32_t* f, float* unit) {
-  alignas(32) float xb[32] = {};
-  for (int64_t i = 0; i < n; ++i) xb[i] = x[i];
-  __m256i bits[4], e_max = _mm256_setzero_si256(), any = _mm256_setzero_si256();
-  const __m256i exp_mask = _mm256_set1_epi32(0xFF);
+// One 32-block of activations (n ≤ 32 of them, zeros after) as fixed point: f[v] holds elements
+// 8v .. 8v + 7 as x / q with q = 2^(e_max − 156) (quant_tiles.h). Returns the block's Fp4Avx2Mode and
+// its unit 2^(e_max − 150) (f and unit unspecified for kFloat).
+Fp4Avx2Mode fixed_block(const float* x, int64_t n, __m256i (&f)[4], float* unit) {
+  __m256i bits[4];
+  if (n == 32) {
+    for (int v = 0; v < 4; ++v) bits[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 8 * v));
+  } else {
+    alignas(32) float xb[32] = {};
+    for (int64_t i = 0; i < n; ++i) xb[i] = x[i];
+    for (int v = 0; v < 4; ++v) bits[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 8 * v));
+  }
+  const __m256i exp_mask = _mm256_set1_epi32(0xFF), zero = _mm256_setzero_si256();
+  __m256i e_max = zero, any = zero;
   for (int v = 0; v < 4; ++v) {
-    bits[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(xb + 8 * v));
     e_max = _mm256_max_epi32(e_max, _mm256_and_si256(_mm256_srli_epi32(bits[v], 23), exp_mask));
     any = _mm256_or_si256(any, _mm256_slli_epi32(bits[v], 1));  // every bit but the sign
   }
-  alignas(32) int32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), e_max);
-  int32_t e = 0;
-  for (int32_t l : lanes) e = l > e ? l : e;
+  e_max = _mm256_max_epi32(e_max, _mm256_permute2x128_si256(e_max, e_max, 1));
+  e_max = _mm256_max_epi32(e_max, _mm256_shuffle_epi32(e_max, _MM_SHUFFLE(1, 0, 3, 2)));
+  e_max = _mm256_max_epi32(e_max, _mm256_shuffle_epi32(e_max, _MM_SHUFFLE(2, 3, 0, 1)));
+  const int32_t e = _mm256_cvtsi256_si32(e_max);
   *unit = 1.0f;
   if (_mm256_testz_si256(any, any)) {  // all (signed) zeros
-    for (int i = 0; i < 32; ++i) f[i] = 0;
+    for (int v = 0; v < 4; ++v) f[v] = zero;
     return kFixed;
   }
   if (e == 255 || e < 39) return kFloat;  // inf / NaN; a unit 2^-15 below 2^(e − 150) would not be normal
-  *unit = std::ldexp(1.0f, e - 150);
+  *unit = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((e - 23) << 23)));  // 2^(e − 150), e ≥ 39
   // x = M · 2^(e_x − 150) (M with its implicit bit; denormals: e_x = 1), so f = M · 2^(e_x − e + 6): a left
   // shift of at most 6, or a right shift that must drop only zero bits.
   const __m256i one = _mm256_set1_epi32(1), implicit = _mm256_set1_epi32(0x800000);
   const __m256i mant_mask = _mm256_set1_epi32(0x7FFFFF), low15 = _mm256_set1_epi32(0x7FFF);
-  const __m256i base = _mm256_set1_epi32(e - 6), zero = _mm256_setzero_si256();
+  const __m256i base = _mm256_set1_epi32(e - 6);
   __m256i lost = zero, residue = zero;
   for (int v = 0; v < 4; ++v) {
     const __m256i ex = _mm256_and_si256(_mm256_srli_epi32(bits[v], 23), exp_mask);
@@ -295,12 +300,39 @@ Fp4Avx2Mode fixed_block(const float* x, int64_t n, int32_t* f, float* unit) {
     const __m256i left = _mm256_max_epi32(shift, zero), right = _mm256_max_epi32(_mm256_sub_epi32(zero, shift), zero);
     lost = _mm256_or_si256(lost, _mm256_and_si256(m, _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one)));
     const __m256i mag = _mm256_srlv_epi32(_mm256_sllv_epi32(m, left), right);
-    const __m256i fv = _mm256_sign_epi32(mag, _mm256_or_si256(bits[v], one));  // negative where the sign is set
-    residue = _mm256_or_si256(residue, _mm256_and_si256(fv, low15));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(f + 8 * v), fv);
+    f[v] = _mm256_sign_epi32(mag, _mm256_or_si256(bits[v], one));  // negative where the sign is set
+    residue = _mm256_or_si256(residue, _mm256_and_si256(f[v], low15));
   }
   if (!_mm256_testz_si256(lost, lost)) return kFloat;
   return _mm256_testz_si256(residue, residue) ? kFixed : kFixedResidue;
+}
+
+// Two blocks' halves (h: f >> 15 or f & 0x7FFF of blocks 2g, 2g + 1, natural order, 8 per vector) → the
+// group's 4 int16 vectors: vector v, lane L, word i ← element 4i + off[v] of block L, off = {0, 2, 1, 3}.
+// Element 4i + o sits in vector i/2, lane i%2, dword o: a 4×4 transpose per lane gives, per o, lane 0 =
+// i 0, 2, 4, 6 and lane 1 = i 1, 3, 5, 7; packing the blocks side by side and one qword permute + one
+// byte shuffle put i in order.
+void store_fixed_half(const __m256i (&a)[4], const __m256i (&b)[4], int16_t* out) {
+  __m256i ta[4], tb[4];
+  auto transpose = [](const __m256i (&x)[4], __m256i (&t)[4]) {
+    const __m256i u0 = _mm256_unpacklo_epi32(x[0], x[1]), u1 = _mm256_unpackhi_epi32(x[0], x[1]);
+    const __m256i u2 = _mm256_unpacklo_epi32(x[2], x[3]), u3 = _mm256_unpackhi_epi32(x[2], x[3]);
+    t[0] = _mm256_unpacklo_epi64(u0, u2);
+    t[1] = _mm256_unpackhi_epi64(u0, u2);
+    t[2] = _mm256_unpacklo_epi64(u1, u3);
+    t[3] = _mm256_unpackhi_epi64(u1, u3);
+  };
+  transpose(a, ta);
+  transpose(b, tb);
+  const __m256i order = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15,  //
+                                         0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+  static constexpr int kOff[4] = {0, 2, 1, 3};
+  for (int v = 0; v < 4; ++v) {
+    // Words: lane 0 = a i0 i2 i4 i6, b i0 i2 i4 i6; lane 1 = a i1 i3 i5 i7, b i1 i3 i5 i7.
+    const __m256i packed = _mm256_packs_epi32(ta[kOff[v]], tb[kOff[v]]);
+    const __m256i lanes = _mm256_permute4x64_epi64(packed, _MM_SHUFFLE(3, 1, 2, 0));  // a evens, a odds | b ...
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * v), _mm256_shuffle_epi8(lanes, order));
+  }
 }
 
 }  // namespace
@@ -317,24 +349,24 @@ void fp4_tile_avx2(Fp4Tile& t) {
 }
 
 void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out) {
-  static constexpr int kFixedOff[4] = {0, 2, 1, 3};
   static constexpr int kFloatOff[8] = {0, 2, 16, 18, 1, 3, 17, 19};
   const int64_t n_groups = fp4_avx2_groups(k), stride = fp4_avx2_stride(k);
+  const __m256i low15 = _mm256_set1_epi32(0x7FFF);
   uint64_t float_groups = 0;
   for (int64_t tk = 0; tk < n_tokens; ++tk) {
     const float* xr = x + tk * k;
     const Fp4Avx2Row row = fp4_avx2_row(out + tk * stride, k);
     for (int64_t g = 0; g < n_groups; ++g) {
-      alignas(32) int32_t f[64];
+      __m256i f[2][4];
       float unit[2];
       uint8_t mode = kFixed;
       for (int lane = 0; lane < 2; ++lane) {
         const int64_t e0 = 64 * g + 32 * lane, n = e0 < k ? (k - e0 < 32 ? k - e0 : 32) : 0;
-        const uint8_t m = fixed_block(xr + e0, n, f + 32 * lane, unit + lane);
+        const uint8_t m = fixed_block(xr + e0, n, f[lane], unit + lane);
         mode = m > mode ? m : mode;
       }
       row.mode[g] = mode;
-      for (int i = 0; i < 8; ++i) row.unit[8 * g + i] = unit[i / 4];
+      _mm256_storeu_ps(row.unit + 8 * g, _mm256_setr_m128(_mm_set1_ps(unit[0]), _mm_set1_ps(unit[1])));
       if (mode == kFloat) {
         ++float_groups;
         float* o = row.xf + 64 * g;
@@ -346,15 +378,15 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
             }
         continue;
       }
-      int16_t* y = row.y + 64 * g;
-      int16_t* r = row.r + 64 * g;
-      for (int v = 0; v < 4; ++v)
+      __m256i y[2][4];
+      for (int lane = 0; lane < 2; ++lane)
+        for (int v = 0; v < 4; ++v) y[lane][v] = _mm256_srai_epi32(f[lane][v], 15);
+      store_fixed_half(y[0], y[1], row.y + 64 * g);
+      if (mode == kFixedResidue) {
         for (int lane = 0; lane < 2; ++lane)
-          for (int i = 0; i < 8; ++i) {
-            const int32_t fv = f[32 * lane + 4 * i + kFixedOff[v]];
-            y[16 * v + 8 * lane + i] = static_cast<int16_t>(fv >> 15);
-            r[16 * v + 8 * lane + i] = static_cast<int16_t>(fv & 0x7FFF);
-          }
+          for (int v = 0; v < 4; ++v) y[lane][v] = _mm256_and_si256(f[lane][v], low15);
+        store_fixed_half(y[0], y[1], row.r + 64 * g);
+      }
     }
   }
   if (float_groups != 0) note_fp4_float_groups(float_groups);

@@ -155,6 +155,11 @@ Fp4Kernel fp4_kernel_for(Isa isa, XExact x) {
 }
 
 
+Fp4Kernel fp4_kernel_for_x(Isa isa, const float* x, int64_t n) {
+  const bool decides = isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx;
+  return fp4_kernel_for(isa, decides ? x_exactness(x, n) : XExact::kNone);
+}
+
 bool bf16_exact(const float* x, int64_t n) {
   uint32_t low = 0;
   for (int64_t i = 0; i < n; ++i) {

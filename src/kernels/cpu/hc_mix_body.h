@@ -4,6 +4,8 @@
 // sequence for that (token, mix).
 #pragma once
 
+#include <type_traits>
+
 #include <cstdint>
 
 #include "kernels/cpu/hc_mix.h"
@@ -22,6 +24,7 @@ using V8d = double __attribute__((vector_size(64)));
 
 using V4f = float __attribute__((vector_size(16)));
 using V4d = double __attribute__((vector_size(32)));
+using V2d = double __attribute__((vector_size(16)));
 static_assert(kHcPanel == 4);
 
 // Four floats widened to double (exact). GCC splits a generic V4f → V4d conversion into two halves plus
@@ -139,7 +142,12 @@ template <int T, int G, bool SS>
 void panels_pass(const float* fn_packed, int64_t width, int64_t p0, const float* x, int n_tok, double* ss, double* sums,
                  int64_t ld) {
   V4d acc[T][G] = {};
-  double sq[T] = {};
+  // Σ x² per token, lanes = tokens (xq holds them interleaved): vector accumulators, because GCC kept a
+  // double[2] it had paired into one xmm in memory, stored and reloaded every step (2 tokens then took
+  // 3.2x one token's time). Each lane is still one chain in index order.
+  using SqVec = std::conditional_t<(T >= 4), V4d, std::conditional_t<T == 2, V2d, double>>;
+  constexpr int kSqLanes = T >= 4 ? 4 : T;
+  SqVec sq[T / kSqLanes] = {};
   const float* pan[G];
   for (int g = 0; g < G; ++g) pan[g] = fn_packed + (p0 + g) * width * kHcPanel;
   alignas(64) double xd[kHcBlock * T];
@@ -158,21 +166,39 @@ void panels_pass(const float* fn_packed, int64_t width, int64_t p0, const float*
         for (int g = 0; g < G; ++g) mul_add(f[g], xv, acc[t][g]);  // exact product
       }
       if constexpr (SS) {
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) sq[t] += xq[i * T + t];
+#pragma GCC unroll 2
+        for (int v = 0; v < T / kSqLanes; ++v) {
+          SqVec q;
+          __builtin_memcpy(&q, xq + i * T + v * kSqLanes, sizeof(q));
+          sq[v] += q;
+        }
       }
     }
   }
   for (int t = 0; t < T; ++t) {
     for (int g = 0; g < G; ++g)
       for (int l = 0; l < kHcPanel; ++l) sums[t * ld + (p0 + g) * kHcPanel + l] = acc[t][g][l];
-    if constexpr (SS) ss[t] = sq[t];
+    if constexpr (SS) {
+      if constexpr (kSqLanes == 1) {
+        ss[t] = sq[t];
+      } else {
+        ss[t] = sq[t / kSqLanes][t % kSqLanes];
+      }
+    }
   }
 }
 
-// Panels per pass for T tokens: at most 24 accumulators (of 32 vector registers on AVX-512).
+// Panels per pass for T tokens. AVX-512 (32 registers): at most 24 accumulators. AVX2 (16): measured
+// (hc_mixes/avx2/mixes=24): 2 tokens × 3 panels (6 accumulators + 3 panel vectors) 85 us against 115 for
+// 2 × 6 (18 registers: the chains spilled); 4 × 2 190 against 221 (4 × 3: 248); 8 tokens keep 3 panels
+// (1 panel: 688 against 476, the passes re-read x).
+#if defined(__AVX512F__)
 template <int T>
 constexpr int64_t kPanelsPerPass = T <= 4 ? 6 : 24 / T;
+#else
+template <int T>
+constexpr int64_t kPanelsPerPass = T == 1 ? 6 : T == 2 ? 3 : T == 4 ? 2 : 3;
+#endif
 
 template <int T>
 void panels_tokens(const float* fn_packed, int64_t width, int64_t p0, int64_t p1, const float* x, int n_tok, double* ss,

@@ -681,22 +681,22 @@ TEST(KernelQuantMatmul, Fp8Avx2PreparedTileMatchesHalfTileAndOracle) {
 // The fixed-point contract of Fp4XLayout::kAvx2Fixed (quant_tiles.h), in double: a block with a max
 // magnitude in [2^e, 2^(e+1)) is fixed point iff it is finite, e ≥ −88 and every x / 2^(e−29) is an
 // integer; with residue iff some such integer is not a multiple of 2^15. All zeros: kFixed.
-uint8_t expected_block_mode(const float* v, int64_t n) {
+detail::Fp4Avx2Mode expected_block_mode(const float* v, int64_t n) {
   double mx = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) return detail::kFloat;
+    if (!std::isfinite(v[i])) return detail::Fp4Avx2Mode::kFloat;
     mx = std::max(mx, std::fabs(static_cast<double>(v[i])));
   }
-  if (mx == 0.0) return detail::kFixed;
+  if (mx == 0.0) return detail::Fp4Avx2Mode::kFixed;
   const int e = std::ilogb(mx);
-  if (e < -88) return detail::kFloat;
+  if (e < -88) return detail::Fp4Avx2Mode::kFloat;
   bool residue = false;
   for (int64_t i = 0; i < n; ++i) {
     const double f = std::ldexp(static_cast<double>(v[i]), 29 - e);
-    if (f != std::floor(f)) return detail::kFloat;
+    if (f != std::floor(f)) return detail::Fp4Avx2Mode::kFloat;
     residue = residue || std::fmod(f, 32768.0) != 0.0;
   }
-  return residue ? detail::kFixedResidue : detail::kFixed;
+  return residue ? detail::Fp4Avx2Mode::kFixedResidue : detail::Fp4Avx2Mode::kFixed;
 }
 
 // The AVX2 FP4 tile's activations per 64-element group (Fp4XLayout::kAvx2Fixed), group kinds mixed per
@@ -748,18 +748,19 @@ TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
       for (int64_t g = 0; g < n_groups; ++g) {
         const float* grp = x.data() + t * k + 64 * g;
         const int64_t len = std::min<int64_t>(64, k - 64 * g);
-        const uint8_t want = std::max(expected_block_mode(grp, std::min<int64_t>(32, len)),
-                                      len > 32 ? expected_block_mode(grp + 32, len - 32) : uint8_t{detail::kFixed});
+        const detail::Fp4Avx2Mode want =
+            std::max(expected_block_mode(grp, std::min<int64_t>(32, len)),
+                     len > 32 ? expected_block_mode(grp + 32, len - 32) : detail::Fp4Avx2Mode::kFixed);
         const std::string at = "k=" + std::to_string(k) + " token " + std::to_string(t) + " group " + std::to_string(g);
         ASSERT_EQ(row.mode[g], want) << at;
-        ++seen[row.mode[g]];
-        if (row.mode[g] == detail::kFloat) continue;
+        ++seen[static_cast<int>(row.mode[g])];
+        if (row.mode[g] == detail::Fp4Avx2Mode::kFloat) continue;
         static constexpr int kOff[4] = {0, 2, 1, 3};
         for (int v = 0; v < 4; ++v)
           for (int lane = 0; lane < 2; ++lane)
             for (int i = 0; i < 8; ++i) {
               const int64_t e = 64 * g + 32 * lane + 4 * i + kOff[v], slot = 64 * g + 16 * v + 8 * lane + i;
-              const double fixed = row.y[slot] * 32768.0 + (row.mode[g] == detail::kFixedResidue ? row.r[slot] : 0);
+              const double fixed = row.y[slot] * 32768.0 + (row.mode[g] == detail::Fp4Avx2Mode::kFixedResidue ? row.r[slot] : 0);
               const double want = e < k ? x[static_cast<size_t>(t * k + e)] : 0.0;
               ASSERT_EQ(fixed * row.unit[8 * g + 4 * lane] * 0x1p-6, want) << at << " element " << e;
             }
@@ -786,10 +787,10 @@ TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
     for (int64_t t = 0; t < 8; ++t) {
       const detail::Fp4Avx2Row row = detail::fp4_avx2_row(poisoned.data() + t * ldx, k);
       for (int64_t g = 0; g < n_groups; ++g) {
-        if (row.mode[g] != detail::kFloat)
+        if (row.mode[g] != detail::Fp4Avx2Mode::kFloat)
           std::fill(row.xf + 64 * g, row.xf + 64 * g + 64, std::numeric_limits<float>::quiet_NaN());
-        if (row.mode[g] != detail::kFixedResidue) std::fill(row.r + 64 * g, row.r + 64 * g + 64, int16_t{0x7FFF});
-        if (row.mode[g] == detail::kFloat) std::fill(row.y + 64 * g, row.y + 64 * g + 64, int16_t{-0x8000});
+        if (row.mode[g] != detail::Fp4Avx2Mode::kFixedResidue) std::fill(row.r + 64 * g, row.r + 64 * g + 64, int16_t{0x7FFF});
+        if (row.mode[g] == detail::Fp4Avx2Mode::kFloat) std::fill(row.y + 64 * g, row.y + 64 * g + 64, int16_t{-0x8000});
       }
     }
     for (const std::vector<float>* prepared : {&xp, &poisoned})
@@ -817,7 +818,7 @@ TEST(KernelQuantMatmul, Fp4Avx2FixedPointTileEveryWidthAndMode) {
   std::vector<float> xp(static_cast<size_t>(ldx));
   detail::fp4_prepare_x(kern.layout, x.data(), 1, 64, xp.data());
   const detail::Fp4Avx2Row row = detail::fp4_avx2_row(xp.data(), 64);
-  ASSERT_EQ(row.mode[0], detail::kFixedResidue);
+  ASSERT_EQ(row.mode[0], detail::Fp4Avx2Mode::kFixedResidue);
   std::fill(row.xf, row.xf + 64, std::numeric_limits<float>::quiet_NaN());
   const detail::Fp4Tile t = run_fp4_tile(kern.tile, c.w, 0, 2, xp.data(), ldx, 1);
   for (int r = 0; r < 2; ++r) {

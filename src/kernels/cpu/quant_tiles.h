@@ -163,9 +163,9 @@ enum class Fp4XLayout {
 //          2^(e_b − 165)), lanes 0..3 for block 2g, 4..7 for block 2g + 1
 //   xf     float [G][64] (kFloat groups only): float 8v + 4L + d ← element 64g + 32L + off[v] + 4d,
 //          off = {0, 2, 16, 18, 1, 3, 17, 19}
-//   mode   uint8 [G]: Fp4Avx2Mode
+//   mode   Fp4Avx2Mode (one byte) [G]
 // Past k (an odd last block) the group holds zeros.
-enum Fp4Avx2Mode : uint8_t { kFixed = 0, kFixedResidue = 1, kFloat = 2 };
+enum class Fp4Avx2Mode : uint8_t { kFixed, kFixedResidue, kFloat };  // ordered: a group takes its blocks' max
 template <typename F, typename I, typename B>
 struct Fp4Avx2RowOf {
   I* y;
@@ -174,8 +174,8 @@ struct Fp4Avx2RowOf {
   F* xf;
   B* mode;
 };
-using Fp4Avx2Row = Fp4Avx2RowOf<float, int16_t, uint8_t>;
-using Fp4Avx2ConstRow = Fp4Avx2RowOf<const float, const int16_t, const uint8_t>;
+using Fp4Avx2Row = Fp4Avx2RowOf<float, int16_t, Fp4Avx2Mode>;
+using Fp4Avx2ConstRow = Fp4Avx2RowOf<const float, const int16_t, const Fp4Avx2Mode>;
 inline int64_t fp4_avx2_groups(int64_t k) { return (k + 63) / 64; }
 inline int64_t fp4_avx2_stride(int64_t k) {
   const int64_t g = fp4_avx2_groups(k);
@@ -184,7 +184,7 @@ inline int64_t fp4_avx2_stride(int64_t k) {
 template <typename F>
 auto fp4_avx2_row(F* row, int64_t k) {
   using I = std::conditional_t<std::is_const_v<F>, const int16_t, int16_t>;
-  using B = std::conditional_t<std::is_const_v<F>, const uint8_t, uint8_t>;
+  using B = std::conditional_t<std::is_const_v<F>, const Fp4Avx2Mode, Fp4Avx2Mode>;
   const int64_t g = fp4_avx2_groups(k);
   return Fp4Avx2RowOf<F, I, B>{reinterpret_cast<I*>(row), reinterpret_cast<I*>(row + 32 * g), row + 64 * g,
                                row + 72 * g, reinterpret_cast<B*>(row + 136 * g)};

@@ -136,10 +136,10 @@ inline __m256i fixed_sum(const __m256i (&w)[4], const int16_t* a) {
 
 // The fixed path's t: the y sums converted once and scaled by the group's unit (a power of two: exact),
 // plus the r sums at 2^-15 of it in kFixedResidue groups.
-inline __m256 fixed_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g, uint8_t mode) {
+inline __m256 fixed_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g, Fp4Avx2Mode mode) {
   const __m256 unit = _mm256_loadu_ps(row.unit + 8 * g);
   __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.y + 64 * g)), unit);
-  if (mode == kFixedResidue)
+  if (mode == Fp4Avx2Mode::kFixedResidue)
     t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.r + 64 * g)),
                         _mm256_mul_ps(unit, _mm256_set1_ps(0x1p-15f)), t);
   return t;
@@ -154,8 +154,8 @@ struct Decode {
 // float decode's constants then take no registers).
 template <bool kMixed>
 inline __m256 group_dot(__m256i b, const Fp4Avx2ConstRow& row, int64_t g, const Decode& d) {
-  const uint8_t mode = row.mode[g];
-  if (kMixed && mode == kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
+  const Fp4Avx2Mode mode = row.mode[g];
+  if (kMixed && mode == Fp4Avx2Mode::kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
   __m256i w[4];
   fixed_weights(b, d.i, w);
   return fixed_group_dot(w, row, g, mode);
@@ -223,8 +223,8 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc
     fixed_weights(b, d.i, w);
 #pragma GCC unroll 8
     for (int j = 0; j < T; ++j) {
-      const uint8_t mode = rows[j].mode[g];
-      const __m256 tj = kMixed && mode == kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
+      const Fp4Avx2Mode mode = rows[j].mode[g];
+      const __m256 tj = kMixed && mode == Fp4Avx2Mode::kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
                                                  : fixed_group_dot(w, rows[j], g, mode);
       _mm256_store_ps(acc[j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j])));
     }
@@ -285,9 +285,9 @@ Fp4Avx2Mode fixed_block(const float* x, int64_t n, __m256i (&f)[4], float* unit)
   *unit = 1.0f;
   if (_mm256_testz_si256(any, any)) {  // all (signed) zeros
     for (int v = 0; v < 4; ++v) f[v] = zero;
-    return kFixed;
+    return Fp4Avx2Mode::kFixed;
   }
-  if (e == 255 || e < 39) return kFloat;  // inf / NaN; a unit 2^-15 below 2^(e − 150) would not be normal
+  if (e == 255 || e < 39) return Fp4Avx2Mode::kFloat;  // inf / NaN; a unit 2^-15 below 2^(e − 150) would not be normal
   *unit = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((e - 23) << 23)));  // 2^(e − 150), e ≥ 39
   // x = M · 2^(e_x − 150) (M with its implicit bit; denormals: e_x = 1), so f = M · 2^(e_x − e + 6): a left
   // shift of at most 6, or a right shift that must drop only zero bits.
@@ -306,8 +306,8 @@ Fp4Avx2Mode fixed_block(const float* x, int64_t n, __m256i (&f)[4], float* unit)
     f[v] = _mm256_sign_epi32(mag, _mm256_or_si256(bits[v], one));  // negative where the sign is set
     residue = _mm256_or_si256(residue, _mm256_and_si256(f[v], low15));
   }
-  if (!_mm256_testz_si256(lost, lost)) return kFloat;
-  return _mm256_testz_si256(residue, residue) ? kFixed : kFixedResidue;
+  if (!_mm256_testz_si256(lost, lost)) return Fp4Avx2Mode::kFloat;
+  return _mm256_testz_si256(residue, residue) ? Fp4Avx2Mode::kFixed : Fp4Avx2Mode::kFixedResidue;
 }
 
 // Two blocks' halves (h: f >> 15 or f & 0x7FFF of blocks 2g, 2g + 1, natural order, 8 per vector) → the
@@ -344,7 +344,8 @@ void fp4_tile_avx2(Fp4Tile& t) {
   // Whether any token has a kFloat group: without one the loops hold no float-decode constants.
   bool mixed = false;
   for (int j = 0; j < t.n_tokens && !mixed; ++j)
-    mixed = std::memchr(fp4_avx2_row(t.x + j * t.ldx, t.k).mode, kFloat, static_cast<size_t>(fp4_avx2_groups(t.k)));
+    mixed = std::memchr(fp4_avx2_row(t.x + j * t.ldx, t.k).mode, static_cast<int>(Fp4Avx2Mode::kFloat),
+                        static_cast<size_t>(fp4_avx2_groups(t.k)));
   if (t.n_tokens != 1) return mixed ? fp4_tokens<true>(t) : fp4_tokens<false>(t);
   const Fp4Avx2ConstRow row = fp4_avx2_row(t.x, t.k);
   if (mixed) return t.n_rows == 2 ? fp4_one_token<2, true>(t, row) : fp4_one_token<1, true>(t, row);
@@ -362,15 +363,15 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
     for (int64_t g = 0; g < n_groups; ++g) {
       __m256i f[2][4];
       float unit[2];
-      uint8_t mode = kFixed;
+      Fp4Avx2Mode mode = Fp4Avx2Mode::kFixed;
       for (int lane = 0; lane < 2; ++lane) {
         const int64_t e0 = 64 * g + 32 * lane, n = e0 < k ? (k - e0 < 32 ? k - e0 : 32) : 0;
-        const uint8_t m = fixed_block(xr + e0, n, f[lane], unit + lane);
+        const Fp4Avx2Mode m = fixed_block(xr + e0, n, f[lane], unit + lane);
         mode = m > mode ? m : mode;
       }
       row.mode[g] = mode;
       _mm256_storeu_ps(row.unit + 8 * g, _mm256_setr_m128(_mm_set1_ps(unit[0]), _mm_set1_ps(unit[1])));
-      if (mode == kFloat) {
+      if (mode == Fp4Avx2Mode::kFloat) {
         ++float_groups;
         float* o = row.xf + 64 * g;
         for (int v = 0; v < 8; ++v)
@@ -385,7 +386,7 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
       for (int lane = 0; lane < 2; ++lane)
         for (int v = 0; v < 4; ++v) y[lane][v] = _mm256_srai_epi32(f[lane][v], 15);
       store_fixed_half(y[0], y[1], row.y + 64 * g);
-      if (mode == kFixedResidue) {
+      if (mode == Fp4Avx2Mode::kFixedResidue) {
         for (int lane = 0; lane < 2; ++lane)
           for (int v = 0; v < 4; ++v) y[lane][v] = _mm256_and_si256(f[lane][v], low15);
         store_fixed_half(y[0], y[1], row.r + 64 * g);

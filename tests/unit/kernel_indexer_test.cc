@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/formats.h"
@@ -52,6 +53,18 @@ bool same_bits(float a, float b) { return std::bit_cast<uint32_t>(a) == std::bit
   return ::testing::AssertionSuccess();
 }
 
+// On every ISA this CPU has, serially and on `pool`, score(isa, pool, got) writes `want` bit for bit.
+template <typename Score>
+void expect_scores_on_every_isa(ThreadPool& pool, const std::vector<float>& want, Score score,
+                                const std::string& what) {
+  for (Isa isa : isas())
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> got(want.size(), -7.0f);
+      score(isa, p, got.data());
+      ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << (p ? " pool " : " serial ") << what;
+    }
+}
+
 TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
   std::mt19937 rng(11);
   ThreadPool pool(3);
@@ -64,12 +77,12 @@ TEST(KernelIndexer, ScoresBitIdenticalOnFp4Inputs) {
         const auto w = head_weights(rng, nh);
         std::vector<float> want(static_cast<size_t>(n));
         ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
-        for (Isa isa : isas())
-          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-            std::vector<float> got(static_cast<size_t>(n), -7.0f);
-            indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got.data(), {isa, p});
-            ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n;
-          }
+        ASSERT_NO_FATAL_FAILURE(expect_scores_on_every_isa(
+            pool, want,
+            [&](Isa isa, ThreadPool* p, float* got) {
+              indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got, {isa, p});
+            },
+            "nh=" + std::to_string(nh) + " hd=" + std::to_string(hd) + " n=" + std::to_string(n)));
       }
 }
 
@@ -95,12 +108,10 @@ TEST(KernelIndexer, ScoresBitIdenticalAtEveryHeadTileCount) {
         const auto w = head_weights(rng, nh);
         std::vector<float> want(static_cast<size_t>(n));
         ref::indexer_scores(qp, nh, hd, kp, n, w.data(), want.data());
-        for (Isa isa : isas())
-          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-            std::vector<float> got(static_cast<size_t>(n), -7.0f);
-            indexer_scores(qp, nh, hd, kp, n, w.data(), got.data(), {isa, p});
-            ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " nh=" << nh << " hd=" << hd << " n=" << n;
-          }
+        ASSERT_NO_FATAL_FAILURE(expect_scores_on_every_isa(
+            pool, want,
+            [&](Isa isa, ThreadPool* p, float* got) { indexer_scores(qp, nh, hd, kp, n, w.data(), got, {isa, p}); },
+            "nh=" + std::to_string(nh) + " hd=" + std::to_string(hd) + " n=" + std::to_string(n)));
       }
 }
 
@@ -330,12 +341,12 @@ TEST(KernelIndexer, PackedKeysMatchTheReferenceOnDecodedKeys) {
       const auto w = head_weights(rng, nh);
       std::vector<float> want(static_cast<size_t>(n));
       ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
-      for (Isa isa : isas())
-        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> got(static_cast<size_t>(n), -7.0f);
-          indexer_scores_packed(q.data(), nh, hd, rows.data(), n, w.data(), got.data(), {isa, p});
-          ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " hd=" << hd << " n=" << n;
-        }
+      ASSERT_NO_FATAL_FAILURE(expect_scores_on_every_isa(
+          pool, want,
+          [&](Isa isa, ThreadPool* p, float* got) {
+            indexer_scores_packed(q.data(), nh, hd, rows.data(), n, w.data(), got, {isa, p});
+          },
+          "hd=" + std::to_string(hd) + " n=" + std::to_string(n)));
     }
 }
 

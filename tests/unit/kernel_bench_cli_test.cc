@@ -66,7 +66,7 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
   const auto ckpt_dir = test::shared_dir() / "golden" / "tiny" / "checkpoint";
   const auto r = test::run_command(test::cli_path().string() + " bench --json --threads 1 --probe-mb 8" +
                                    " --working-set-mb 8 --min-time 0.01 --contexts 64,4096 --prefill-tokens 6 --decode-prompt 3" +
-                                   " --decode-steps 2 --weights copy --model " + ckpt_dir.string() + " 2>&1");
+                                   " --decode-steps 2 --gemm-tokens 1,4,16 --weights copy --model " + ckpt_dir.string() + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_FALSE(j["model_only"].get<bool>());
@@ -122,9 +122,15 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     }
   }
 
-  // Prefill rows: 3 tensors × m in {1, 4, 8, 16, 64, 256}; each row's compute fraction is its GFLOP/s over
-  // the all-threads peak of the instruction it names, its bandwidth fraction the weight GB/s over the probe.
-  EXPECT_EQ(j["prefill_gemm"].size(), 18u);
+  // Prefill rows: 3 tensors × the --gemm-tokens m values in order (1 and 4 take the GEMV and many-token
+  // tiles, 16 the AMX expert routing's smallest m; the default set's 64 and 256 would spend two minutes of
+  // the sanitizer run in the same tiles); each row's compute fraction is its GFLOP/s over the all-threads
+  // peak of the instruction it names, its bandwidth fraction the weight GB/s over the probe.
+  constexpr int64_t kGemmTokens[] = {1, 4, 16};
+  ASSERT_EQ(j["prefill_gemm"].size(), 9u);
+  for (size_t i = 0; i < 9; ++i) {
+    EXPECT_EQ(j["prefill_gemm"][i]["m"].get<int64_t>(), kGemmTokens[i % 3]) << i;
+  }
   for (const auto& row : j["prefill_gemm"]) {
     EXPECT_NEAR(row["ratio_to_probe"].get<double>(), row["gbps"].get<double>() / j["read_probe"]["best_gbps"].get<double>(), 1e-9);
     if (!row.contains("peak_insn")) continue;
@@ -352,6 +358,9 @@ TEST(KernelBenchCli, RejectsBadFlags) {
   r = test::run_command(test::cli_path().string() + " bench --batches 1,0 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.bad_batches"), std::string::npos) << r.output;
+  r = test::run_command(test::cli_path().string() + " bench --gemm-tokens 4,5000 2>&1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("bench.bad_gemm_tokens"), std::string::npos) << r.output;
   r = test::run_command(test::cli_path().string() + " bench --model-only --probe-mb 1 2>&1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("bench.model_only_needs_model"), std::string::npos) << r.output;

@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "usage: dsv4 bench [--model DIR [--model-only]] [--attention-only] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|avx512bf16|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
-    "                  [--backend cpu|reference]\n"
+    "                  [--gemm-tokens N,N,...] [--backend cpu|reference]\n"
     "                  [--weights auto|copy|mmap] [--numa auto|distribute|isolate|off]\n"
     "                  [--amx-dense-tokens N] [--amx-routed-tokens N]\n"
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
@@ -87,7 +87,8 @@ constexpr const char* kUsage =
     "  runs on AMX with; defaults 1 / 16.\n"
     "  --attention-only: only the attention section (no probes, GEMV, MoE, prefill GEMM or model rows).\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
-    "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n";
+    "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n"
+    "  --gemm-tokens: the token counts m of the prefill GEMM rows (default 1,4,8,16,64,256).\n";
 
 enum class Kind { kFp4, kFp8, kBf16 };
 
@@ -277,8 +278,8 @@ Result<std::vector<int64_t>> parse_int_list(const std::string& list, int64_t lo,
 
 // 2-4. The quantized weight kernels at V4-Flash shapes: decode GEMV streamed from DRAM, one MoE layer at
 // decode, prefill GEMM (cache-resident), each against the probe (and the compute peaks).
-void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* pool, const kernels::AmxRouting& amx,
-                          const ProbeLimit& probe, const bench::ComputePeaks& peaks, bool json, nlohmann::json& report) {
+void bench_weight_kernels(int64_t ws_mb, const std::vector<int64_t>& gemm_tokens, double min_time, Isa used,
+                          ThreadPool* pool, const kernels::AmxRouting& amx, const ProbeLimit& probe, const bench::ComputePeaks& peaks, bool json, nlohmann::json& report) {
   if (!json) {
     std::printf("decode GEMV (m=1), weights streamed from DRAM (%lld MiB working set on huge pages):\n",
                 static_cast<long long>(ws_mb));
@@ -397,7 +398,7 @@ void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* 
   nlohmann::json gemm = nlohmann::json::array();
   for (const Shape& s : {kShapes[0], kShapes[5], kShapes[8]}) {
     const Weights w = make_weights(s, 42);
-    for (int64_t m : {1, 4, 8, 16, 64, 256}) {
+    for (const int64_t m : gemm_tokens) {
       const std::vector<float> x = make_activations(m, s.n_cols, 9);
       std::vector<float> out(static_cast<size_t>(m * s.n_rows));
       const int64_t amx_min = amx.min_tokens(role_of(s.kind));
@@ -430,7 +431,7 @@ void bench_weight_kernels(int64_t ws_mb, double min_time, Isa used, ThreadPool* 
 
 int cmd_bench(int argc, char** argv) {
   auto parsed = Args::parse(argc, argv, {"--model", "--threads", "--isa", "--probe-mb", "--working-set-mb", "--min-time", "--contexts",
-                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--backend", "--weights", "--numa",
+                             "--prefill-tokens", "--decode-steps", "--decode-prompt", "--batches", "--gemm-tokens", "--backend", "--weights", "--numa",
                              "--amx-dense-tokens", "--amx-routed-tokens"},
                             {"--json", "--help", "--model-only", "--attention-only"});
   if (!parsed.is_ok()) {
@@ -487,6 +488,9 @@ int cmd_bench(int argc, char** argv) {
   auto batches = parse_int_list(args.get_or("--batches", "1,4,8"), 1, 4096);
   if (!batches.is_ok())
     return report_error("bench", invalid_argument("bench.bad_batches", "--batches wants N,N,... in [1, 4096]"));
+  auto gemm_tokens = parse_int_list(args.get_or("--gemm-tokens", "1,4,8,16,64,256"), 1, 4096);
+  if (!gemm_tokens.is_ok())
+    return report_error("bench", invalid_argument("bench.bad_gemm_tokens", "--gemm-tokens wants N,N,... in [1, 4096]"));
   std::optional<ModelConfig> model_cfg;
   auto prefill_tokens = args.get_int("--prefill-tokens", 128, 1, 1 << 20);
   auto decode_steps = args.get_int("--decode-steps", 16, 1, 1 << 20);
@@ -595,7 +599,7 @@ int cmd_bench(int argc, char** argv) {
 
   // 2-5. The weight kernels and attention at V4-Flash shapes, unless --model-only.
   if (!model_only) {
-    bench_weight_kernels(*ws_mb, *min_time, used, &pool, amx, probe, peaks, json, report);
+    bench_weight_kernels(*ws_mb, *gemm_tokens, *min_time, used, &pool, amx, probe, peaks, json, report);
     // The model's CSA shapes (V4-Flash's without --model).
     const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
     report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);

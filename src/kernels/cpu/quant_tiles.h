@@ -164,42 +164,30 @@ enum class Fp4XLayout {
 //   xf     float [G][64] (kFloat groups only): float 8v + 4L + d ← element 64g + 32L + off[v] + 4d,
 //          off = {0, 2, 16, 18, 1, 3, 17, 19}
 //   mode   Fp4Avx2Mode (one byte) [G]
-//   n_residue, residue   int32, then int32 [G]: the kFixedResidue groups' indices in increasing order (the
-//          tile adds their r sums after every group's y sum: a list, not a branch per group on the mode,
-//          which mispredicts where ~16% of groups scattered at random have residues)
 // Past k (an odd last block) the group holds zeros.
 enum class Fp4Avx2Mode : uint8_t { kFixed, kFixedResidue, kFloat };  // ordered: a group takes its blocks' max
-template <typename F, typename I, typename B, typename N>
+template <typename F, typename I, typename B>
 struct Fp4Avx2RowOf {
   I* y;
   I* r;
   F* unit;
   F* xf;
   B* mode;
-  N* n_residue;
-  N* residue;
 };
-using Fp4Avx2Row = Fp4Avx2RowOf<float, int16_t, Fp4Avx2Mode, int32_t>;
-using Fp4Avx2ConstRow = Fp4Avx2RowOf<const float, const int16_t, const Fp4Avx2Mode, const int32_t>;
+using Fp4Avx2Row = Fp4Avx2RowOf<float, int16_t, Fp4Avx2Mode>;
+using Fp4Avx2ConstRow = Fp4Avx2RowOf<const float, const int16_t, const Fp4Avx2Mode>;
 inline int64_t fp4_avx2_groups(int64_t k) { return (k + 63) / 64; }
-// y, r (32 floats each), unit (8), xf (64) per group; the mode bytes padded to 32; the residue list (a count
-// and G indices) padded to 32 bytes.
 inline int64_t fp4_avx2_stride(int64_t k) {
   const int64_t g = fp4_avx2_groups(k);
-  return 136 * g + (g + 31) / 32 * 8 + (g + 8) / 8 * 8;
+  return 136 * g + (g + 31) / 32 * 8;  // y, r (32 floats each), unit (8), xf (64); mode bytes padded to 32
 }
 template <typename F>
 auto fp4_avx2_row(F* row, int64_t k) {
-  constexpr bool kConst = std::is_const_v<F>;
-  using I = std::conditional_t<kConst, const int16_t, int16_t>;
-  using B = std::conditional_t<kConst, const Fp4Avx2Mode, Fp4Avx2Mode>;
-  using N = std::conditional_t<kConst, const int32_t, int32_t>;
+  using I = std::conditional_t<std::is_const_v<F>, const int16_t, int16_t>;
+  using B = std::conditional_t<std::is_const_v<F>, const Fp4Avx2Mode, Fp4Avx2Mode>;
   const int64_t g = fp4_avx2_groups(k);
-  F* list = row + 136 * g + (g + 31) / 32 * 8;
-  return Fp4Avx2RowOf<F, I, B, N>{reinterpret_cast<I*>(row),  reinterpret_cast<I*>(row + 32 * g),
-                                  row + 64 * g,                row + 72 * g,
-                                  reinterpret_cast<B*>(row + 136 * g), reinterpret_cast<N*>(list),
-                                  reinterpret_cast<N*>(list + 1)};
+  return Fp4Avx2RowOf<F, I, B>{reinterpret_cast<I*>(row), reinterpret_cast<I*>(row + 32 * g), row + 64 * g,
+                               row + 72 * g, reinterpret_cast<B*>(row + 136 * g)};
 }
 // x [n_tokens, k] → out [n_tokens, fp4_avx2_stride(k)] (quant_tiles_fp4_avx2.cc: AVX2 code).
 void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out);

@@ -9,9 +9,8 @@
 // 8 FMAs plus 19-instruction decode held one Zen 3 core at ~7 GB/s (fp4_gemm/avx2/m=1: 7.0 -> 10.4).
 // A group with residue bits (an r ≠ 0: an activation whose lowest significant bit lies more than 15
 // bits under its block's max, so one under ~2^-11 of it for E4M3's 4 bits) adds a second VPMADDWD pass
-// over r: 16% of the medium model's groups (random weights) have one, scattered, so a branch per group on
-// the mode mispredicted often; the prepared row lists them instead, and after every group's y part each
-// (row, token) runs its list (residue_pass: the weights decoded again, one FMA by the scales each).
+// over r behind a branch: 16% of the medium model's groups (random weights) take it, and activations
+// massed near zero (x^5 of a uniform draw: nearly every group) ran fp4_gemm/avx2/m=1 38% slower.
 //
 // Floats (a group not exact in fixed point: raw fp32 activations, tiny or non-finite ones): the codes
 // are decoded by byte-table lookups to bf16 and widened to fp32 with no conversions:
@@ -22,9 +21,9 @@
 // and part = one FMA chain over the 8 vectors in order.
 //
 // Either way a group yields t, its two blocks' dots per lane (lanes 0..3 block 2g, 4..7 block 2g + 1),
-// and acc = fma(t, [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4], acc) over the groups in order, then over the
-// residue list's groups in order: every (row, token) takes the same operations at every tile width (the
-// group's path is the token's own), so results are batch- and thread-count invariant.
+// and acc = fma(t, [2^(e_b − 127) ×4 | 2^(e_{b+1} − 127) ×4], acc): every (row, token) takes the same
+// operations at every tile width (the group's path is the token's own), so results are batch- and
+// thread-count invariant.
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -135,15 +134,15 @@ inline __m256i fixed_sum(const __m256i (&w)[4], const int16_t* a) {
   return _mm256_add_epi32(_mm256_add_epi32(s0, s1), _mm256_add_epi32(s2, s3));
 }
 
-// The fixed path's t: the y sums converted once and scaled by the group's unit (a power of two: exact).
-inline __m256 fixed_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.y + 64 * g)), _mm256_loadu_ps(row.unit + 8 * g));
-}
-
-// A kFixedResidue group's second t: the r sums at 2^-15 of the unit (exact: the unit is at least 2^-111).
-inline __m256 residue_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g) {
-  return _mm256_mul_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.r + 64 * g)),
-                       _mm256_mul_ps(_mm256_loadu_ps(row.unit + 8 * g), _mm256_set1_ps(0x1p-15f)));
+// The fixed path's t: the y sums converted once and scaled by the group's unit (a power of two: exact),
+// plus the r sums at 2^-15 of it in kFixedResidue groups.
+inline __m256 fixed_group_dot(const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g, Fp4Avx2Mode mode) {
+  const __m256 unit = _mm256_loadu_ps(row.unit + 8 * g);
+  __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.y + 64 * g)), unit);
+  if (mode == Fp4Avx2Mode::kFixedResidue)
+    t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(fixed_sum(w, row.r + 64 * g)),
+                        _mm256_mul_ps(unit, _mm256_set1_ps(0x1p-15f)), t);
+  return t;
 }
 
 struct Decode {
@@ -151,31 +150,15 @@ struct Decode {
   FixedDecode i;
 };
 
-// t of one row's group g for one token's prepared row (a kFixedResidue group: its y part; residue_pass adds
-// the rest). kMixed = false: the row has no kFloat group (the float decode's constants then take no
-// registers).
+// t of one row's group g for one token's prepared row. kMixed = false: the row has no kFloat group (the
+// float decode's constants then take no registers).
 template <bool kMixed>
 inline __m256 group_dot(__m256i b, const Fp4Avx2ConstRow& row, int64_t g, const Decode& d) {
-  if (kMixed && row.mode[g] == Fp4Avx2Mode::kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
+  const Fp4Avx2Mode mode = row.mode[g];
+  if (kMixed && mode == Fp4Avx2Mode::kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
   __m256i w[4];
   fixed_weights(b, d.i, w);
-  return fixed_group_dot(w, row, g);
-}
-
-// After every group's first t: acc = fma(residue t, scales, acc) over the token's kFixedResidue groups in
-// order, the weights of each decoded again (one pass of the list: no branch per group).
-inline __m256 residue_pass(const uint8_t* w, const uint8_t* s, const Fp4Avx2ConstRow& row, int64_t k,
-                           const FixedDecode& d, __m256 acc) {
-  const int64_t n_full = k / 64;
-  const int32_t n = *row.n_residue;
-  for (int32_t i = 0; i < n; ++i) {
-    const int64_t g = row.residue[i];
-    const bool odd_tail = g == n_full;
-    __m256i wv[4];
-    fixed_weights(group_bytes(w, g, odd_tail), d, wv);
-    acc = _mm256_fmadd_ps(residue_group_dot(wv, row, g), group_scales(s, g, odd_tail), acc);
-  }
-  return acc;
+  return fixed_group_dot(w, row, g, mode);
 }
 
 template <bool kMixed>
@@ -215,7 +198,7 @@ void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, true, d, acc[r]);
 #pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(residue_pass(w[r], s[r], row, t.k, d.i, acc[r]));
+  for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
 }
 
 // One row × tokens [0, T) over groups [g0, g1) of K, folded into acc[j] (memory, touched once per group):
@@ -240,8 +223,9 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc
     fixed_weights(b, d.i, w);
 #pragma GCC unroll 8
     for (int j = 0; j < T; ++j) {
-      const __m256 tj = kMixed && rows[j].mode[g] == Fp4Avx2Mode::kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
-                                                                         : fixed_group_dot(w, rows[j], g);
+      const Fp4Avx2Mode mode = rows[j].mode[g];
+      const __m256 tj = kMixed && mode == Fp4Avx2Mode::kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
+                                                 : fixed_group_dot(w, rows[j], g, mode);
       _mm256_store_ps(acc[j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j])));
     }
   }
@@ -272,12 +256,8 @@ void fp4_tokens(Fp4Tile& t) {
       }
     }
   }
-  const FixedDecode d;
   for (int r = 0; r < t.n_rows; ++r)
-    for (int j = 0; j < t.n_tokens; ++j) {
-      const Fp4Avx2ConstRow row = fp4_avx2_row(t.x + j * t.ldx, t.k);
-      t.sums[r][j] = hsum(residue_pass(t.w[r], t.s[r], row, t.k, d, _mm256_load_ps(acc[r][j])));
-    }
+    for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = hsum(_mm256_load_ps(acc[r][j]));
 }
 
 // One 32-block of activations (n ≤ 32 of them, zeros after) as fixed point: f[v] holds elements
@@ -380,7 +360,6 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
   for (int64_t tk = 0; tk < n_tokens; ++tk) {
     const float* xr = x + tk * k;
     const Fp4Avx2Row row = fp4_avx2_row(out + tk * stride, k);
-    int32_t n_residue = 0;
     for (int64_t g = 0; g < n_groups; ++g) {
       __m256i f[2][4];
       float unit[2];
@@ -411,10 +390,8 @@ void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out)
         for (int lane = 0; lane < 2; ++lane)
           for (int v = 0; v < 4; ++v) y[lane][v] = _mm256_and_si256(f[lane][v], low15);
         store_fixed_half(y[0], y[1], row.r + 64 * g);
-        row.residue[n_residue++] = static_cast<int32_t>(g);
       }
     }
-    *row.n_residue = n_residue;
   }
   if (float_groups != 0) note_fp4_float_groups(float_groups);
 }

@@ -201,26 +201,30 @@ void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
   for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
 }
 
-// Two tokens, fixed-point groups only (no kFloat group in the tile): the one-token loop's shape (both rows
-// side by side, two groups per step, accumulators in registers) with each group decoded once for both
-// tokens. Each (row, token) takes fp4_row_tokens' operations in the same order: the same bits. Measured
-// (dsv4 bench --threads 1 --gemm-tokens 2,3,4, ffn.experts.w1/w3 2048x4096): m=2 0.635 -> 0.566 ms; the same
-// shape for 3 and 4 tokens (one row per pass) was no faster at 3 and 10% slower at 4 than fp4_tokens, whose
-// spans keep every token's activations in L1 for both rows.
-template <int R>
-void fp4_two_tokens(Fp4Tile& t) {
+// Two or three tokens, fixed-point groups only (no kFloat group in the tile): the one-token loop's shape
+// (both rows side by side, two groups per step, accumulators in registers) with each group decoded once for
+// every token. Each (row, token) takes fp4_row_tokens' operations in the same order: the same bits.
+// Measured (dsv4 bench --threads 1 --gemm-tokens 2,3,4, ffn.experts.w1/w3 2048x4096, against fp4_tokens):
+// m=2 0.64 -> 0.55 ms, m=3 0.81 -> 0.78; four tokens (one row per pass: 2 × 4 accumulators spill) were 10%
+// slower than fp4_tokens, whose spans keep every token's activations in L1 for both rows.
+template <int R, int T>
+void fp4_few_tokens(Fp4Tile& t) {
   const FixedDecode d;
   const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
-  const Fp4Avx2ConstRow x0 = fp4_avx2_row(t.x, t.k), x1 = fp4_avx2_row(t.x + t.ldx, t.k);
-  __m256 acc[R][2];
+  Fp4Avx2ConstRow x[T];
+  __m256 acc[R][T];
+#pragma GCC unroll 4
+  for (int j = 0; j < T; ++j) {
+    x[j] = fp4_avx2_row(t.x + j * t.ldx, t.k);
 #pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) acc[r][j] = _mm256_setzero_ps();
+  }
   auto step = [&](int r, int64_t g, bool odd_tail) __attribute__((always_inline)) {
     const __m256 sc = group_scales(t.s[r], g, odd_tail);
     __m256i w[4];
     fixed_weights(group_bytes(t.w[r], g, odd_tail), d, w);
-    acc[r][0] = _mm256_fmadd_ps(fixed_group_dot(w, x0, g, x0.mode[g]), sc, acc[r][0]);
-    acc[r][1] = _mm256_fmadd_ps(fixed_group_dot(w, x1, g, x1.mode[g]), sc, acc[r][1]);
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_fmadd_ps(fixed_group_dot(w, x[j], g, x[j].mode[g]), sc, acc[r][j]);
   };
   int64_t g = 0;
   for (; g + 2 <= n_full; g += 2)
@@ -237,10 +241,9 @@ void fp4_two_tokens(Fp4Tile& t) {
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) step(r, g, true);
 #pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) {
-    t.sums[r][0] = hsum(acc[r][0]);
-    t.sums[r][1] = hsum(acc[r][1]);
-  }
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < T; ++j) t.sums[r][j] = hsum(acc[r][j]);
 }
 
 // One row × tokens [0, T) over groups [g0, g1) of K, folded into acc[j] (memory, touched once per group):
@@ -273,7 +276,7 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc
   }
 }
 
-// 2..8 tokens (two without a kFloat group: fp4_two_tokens): each row alone, its weights decoded once per
+// 2..8 tokens (two or three without a kFloat group: fp4_few_tokens): each row alone, its weights decoded once per
 // group for every token, and K in spans of
 // kFp4SpanGroups groups, every row of a span before the next: the span's activations of all tokens (8 KiB
 // of int16 at 8 tokens) then stay in L1 for both rows.
@@ -389,7 +392,8 @@ void fp4_tile_avx2(Fp4Tile& t) {
   for (int j = 0; j < t.n_tokens && !mixed; ++j)
     mixed = std::memchr(fp4_avx2_row(t.x + j * t.ldx, t.k).mode, static_cast<int>(Fp4Avx2Mode::kFloat),
                         static_cast<size_t>(fp4_avx2_groups(t.k)));
-  if (t.n_tokens == 2 && !mixed) return t.n_rows == 2 ? fp4_two_tokens<2>(t) : fp4_two_tokens<1>(t);
+  if (!mixed && t.n_tokens == 2) return t.n_rows == 2 ? fp4_few_tokens<2, 2>(t) : fp4_few_tokens<1, 2>(t);
+  if (!mixed && t.n_tokens == 3) return t.n_rows == 2 ? fp4_few_tokens<2, 3>(t) : fp4_few_tokens<1, 3>(t);
   if (t.n_tokens != 1) return mixed ? fp4_tokens<true>(t) : fp4_tokens<false>(t);
   const Fp4Avx2ConstRow row = fp4_avx2_row(t.x, t.k);
   if (mixed) return t.n_rows == 2 ? fp4_one_token<2, true>(t, row) : fp4_one_token<1, true>(t, row);

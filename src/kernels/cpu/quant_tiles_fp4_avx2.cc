@@ -205,8 +205,8 @@ void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
 // (both rows side by side, two groups per step, accumulators in registers) with each group decoded once for
 // every token. Each (row, token) takes fp4_row_tokens' operations in the same order: the same bits.
 // Measured (dsv4 bench --threads 1 --gemm-tokens 2,3,4, ffn.experts.w1/w3 2048x4096, against fp4_tokens):
-// m=2 0.64 -> 0.55 ms, m=3 0.81 -> 0.78; four tokens (one row per pass: 2 × 4 accumulators spill) were 10%
-// slower than fp4_tokens, whose spans keep every token's activations in L1 for both rows.
+// m=2 0.64 -> 0.55 ms, m=3 0.81 -> 0.78; four tokens (one row per pass, as 2 rows × 4 accumulators would
+// spill) were 10% slower than fp4_tokens, whose spans keep every token's activations in L1 for both rows.
 template <int R, int T>
 void fp4_few_tokens(Fp4Tile& t) {
   const FixedDecode d;
@@ -276,10 +276,9 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc
   }
 }
 
-// 2..8 tokens (two or three without a kFloat group: fp4_few_tokens): each row alone, its weights decoded once per
-// group for every token, and K in spans of
-// kFp4SpanGroups groups, every row of a span before the next: the span's activations of all tokens (8 KiB
-// of int16 at 8 tokens) then stay in L1 for both rows.
+// 2..8 tokens (two or three without a kFloat group: fp4_few_tokens): each row alone, its weights decoded
+// once per group for every token, and K in spans of kFp4SpanGroups groups, every row of a span before the
+// next: the span's activations of all tokens (8 KiB of int16 at 8 tokens) then stay in L1 for both rows.
 constexpr int64_t kFp4SpanGroups = 8;  // 512 columns
 
 template <bool kMixed>

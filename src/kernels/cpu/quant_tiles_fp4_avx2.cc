@@ -150,66 +150,26 @@ struct Decode {
   FixedDecode i;
 };
 
-// t of one row's group g for one token's prepared row. kMixed = false: the row has no kFloat group (the
-// float decode's constants then take no registers).
+// t of one token's group g, its weights already decoded to fixed point (w) from the packed bytes b: the
+// float path for a kFloat group (kMixed only: the tile has one; without, the float decode's constants
+// take no registers), else the fixed one.
 template <bool kMixed>
-inline __m256 group_dot(__m256i b, const Fp4Avx2ConstRow& row, int64_t g, const Decode& d) {
+inline __m256 token_dot(__m256i b, const __m256i (&w)[4], const Fp4Avx2ConstRow& row, int64_t g, const Decode& d) {
   const Fp4Avx2Mode mode = row.mode[g];
   if (kMixed && mode == Fp4Avx2Mode::kFloat) return float_group_dot(b, row.xf + 64 * g, d.f);
-  __m256i w[4];
-  fixed_weights(b, d.i, w);
   return fixed_group_dot(w, row, g, mode);
 }
 
-template <bool kMixed>
-inline __m256 fp4_group_step(const uint8_t* w, const uint8_t* s, const Fp4Avx2ConstRow& row, int64_t g,
-                             bool odd_tail, const Decode& d, __m256 acc) {
-  return _mm256_fmadd_ps(group_dot<kMixed>(group_bytes(w, g, odd_tail), row, g, d), group_scales(s, g, odd_tail),
-                         acc);
-}
-
-// One token: every row's groups in order, decoded and multiplied in registers.
-template <int R, bool kMixed>
-void fp4_one_token(Fp4Tile& t, const Fp4Avx2ConstRow& row) {
-  const Decode d;
-  const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
-  const uint8_t* w[R];
-  const uint8_t* s[R];
-  __m256 acc[R];
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) {
-    w[r] = t.w[r];
-    s[r] = t.s[r];
-    acc[r] = _mm256_setzero_ps();
-  }
-  int64_t g = 0;
-  for (; g + 2 <= n_full; g += 2) {  // 64 bytes of each row per step: one prefetch per row
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
-      acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, false, d, acc[r]);
-      acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g + 1, false, d, acc[r]);
-    }
-  }
-  for (; g < n_full; ++g)
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, false, d, acc[r]);
-  if (n_blocks % 2 != 0)
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) acc[r] = fp4_group_step<kMixed>(w[r], s[r], row, g, true, d, acc[r]);
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) t.sums[r][0] = hsum(acc[r]);
-}
-
-// Two or three tokens, fixed-point groups only (no kFloat group in the tile): the one-token loop's shape
-// (both rows side by side, two groups per step, accumulators in registers) with each group decoded once for
-// every token. Each (row, token) takes fp4_row_tokens' operations in the same order: the same bits.
-// Measured (dsv4 bench --threads 1 --gemm-tokens 2,3,4, ffn.experts.w1/w3 2048x4096, against fp4_tokens):
-// m=2 0.64 -> 0.55 ms, m=3 0.81 -> 0.78; four tokens (one row per pass, as 2 rows × 4 accumulators would
-// spill) were 10% slower than fp4_tokens, whose spans keep every token's activations in L1 for both rows.
-template <int R, int T>
+// One to three tokens: every row's groups in order, both rows side by side, two groups per step, the
+// accumulators in registers, each group decoded once for every token. Each (row, token) takes
+// fp4_row_tokens' operations in the same order: the same bits. More than one token only without a kFloat
+// group: measured (dsv4 bench --threads 1 --gemm-tokens 2,3,4, ffn.experts.w1/w3 2048x4096, against
+// fp4_tokens) m=2 0.64 -> 0.55 ms, m=3 0.81 -> 0.78; four tokens (one row per pass, as 2 rows × 4
+// accumulators would spill) were 10% slower than fp4_tokens, whose spans keep every token's activations in
+// L1 for both rows.
+template <int R, int T, bool kMixed>
 void fp4_few_tokens(Fp4Tile& t) {
-  const FixedDecode d;
+  const Decode d;
   const int64_t n_blocks = t.k / 32, n_full = n_blocks / 2;
   Fp4Avx2ConstRow x[T];
   __m256 acc[R][T];
@@ -220,14 +180,15 @@ void fp4_few_tokens(Fp4Tile& t) {
     for (int r = 0; r < R; ++r) acc[r][j] = _mm256_setzero_ps();
   }
   auto step = [&](int r, int64_t g, bool odd_tail) __attribute__((always_inline)) {
+    const __m256i b = group_bytes(t.w[r], g, odd_tail);
     const __m256 sc = group_scales(t.s[r], g, odd_tail);
     __m256i w[4];
-    fixed_weights(group_bytes(t.w[r], g, odd_tail), d, w);
+    fixed_weights(b, d.i, w);
 #pragma GCC unroll 4
-    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_fmadd_ps(fixed_group_dot(w, x[j], g, x[j].mode[g]), sc, acc[r][j]);
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm256_fmadd_ps(token_dot<kMixed>(b, w, x[j], g, d), sc, acc[r][j]);
   };
   int64_t g = 0;
-  for (; g + 2 <= n_full; g += 2)
+  for (; g + 2 <= n_full; g += 2)  // 64 bytes of each row per step: one prefetch per row
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(t.w[r] + g * 32) + t.prefetch, _MM_HINT_T0);
@@ -269,12 +230,8 @@ void fp4_row_tokens(const Fp4Tile& t, int r, int64_t g0, int64_t g1, float (*acc
     __m256i w[4];
     fixed_weights(b, d.i, w);
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) {
-      const Fp4Avx2Mode mode = rows[j].mode[g];
-      const __m256 tj = kMixed && mode == Fp4Avx2Mode::kFloat ? float_group_dot(b, rows[j].xf + 64 * g, d.f)
-                                                 : fixed_group_dot(w, rows[j], g, mode);
-      _mm256_store_ps(acc[j], _mm256_fmadd_ps(tj, sc, _mm256_load_ps(acc[j])));
-    }
+    for (int j = 0; j < T; ++j)
+      _mm256_store_ps(acc[j], _mm256_fmadd_ps(token_dot<kMixed>(b, w, rows[j], g, d), sc, _mm256_load_ps(acc[j])));
   }
 }
 
@@ -393,12 +350,14 @@ void fp4_tile_avx2(Fp4Tile& t) {
   for (int j = 0; j < t.n_tokens && !mixed; ++j)
     mixed = std::memchr(fp4_avx2_row(t.x + j * t.ldx, t.k).mode, static_cast<int>(Fp4Avx2Mode::kFloat),
                         static_cast<size_t>(fp4_avx2_groups(t.k)));
-  if (!mixed && t.n_tokens == 2) return t.n_rows == 2 ? fp4_few_tokens<2, 2>(t) : fp4_few_tokens<1, 2>(t);
-  if (!mixed && t.n_tokens == 3) return t.n_rows == 2 ? fp4_few_tokens<2, 3>(t) : fp4_few_tokens<1, 3>(t);
-  if (t.n_tokens != 1) return mixed ? fp4_tokens<true>(t) : fp4_tokens<false>(t);
-  const Fp4Avx2ConstRow row = fp4_avx2_row(t.x, t.k);
-  if (mixed) return t.n_rows == 2 ? fp4_one_token<2, true>(t, row) : fp4_one_token<1, true>(t, row);
-  return t.n_rows == 2 ? fp4_one_token<2, false>(t, row) : fp4_one_token<1, false>(t, row);
+  const bool two_rows = t.n_rows == 2;
+  if (t.n_tokens == 1) {
+    if (mixed) return two_rows ? fp4_few_tokens<2, 1, true>(t) : fp4_few_tokens<1, 1, true>(t);
+    return two_rows ? fp4_few_tokens<2, 1, false>(t) : fp4_few_tokens<1, 1, false>(t);
+  }
+  if (!mixed && t.n_tokens == 2) return two_rows ? fp4_few_tokens<2, 2, false>(t) : fp4_few_tokens<1, 2, false>(t);
+  if (!mixed && t.n_tokens == 3) return two_rows ? fp4_few_tokens<2, 3, false>(t) : fp4_few_tokens<1, 3, false>(t);
+  return mixed ? fp4_tokens<true>(t) : fp4_tokens<false>(t);
 }
 
 void fp4_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out) {

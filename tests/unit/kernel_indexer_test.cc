@@ -184,6 +184,46 @@ TEST(KernelIndexer, KeysBf16CannotHoldTakeTheFp32Path) {
   }
 }
 
+// A NaN in a key makes its dots NaN; the reference's ReLU (s > 0 ? s : 0) turns them into 0, and so must
+// every ISA (a NaN is exact in bf16, so the VDPBF16PS loop keeps such a key). Float keys and packed keys
+// (scale code 255 is E8M0's NaN) on every ISA, serial and on 3 threads.
+TEST(KernelIndexer, NanDotsScoreZeroAsTheReferenceReLU) {
+  std::mt19937 rng(18);
+  ThreadPool pool(3);
+  const int64_t nh = 16, hd = 128, n = 40;
+  const auto q = fp4_rows(rng, nh, hd, 0);
+  auto keys = fp4_rows(rng, n, hd, 0);
+  keys[static_cast<size_t>(5 * hd + 17)] = std::numeric_limits<float>::quiet_NaN();
+  std::fill(keys.begin() + 9 * hd, keys.begin() + 10 * hd, -std::numeric_limits<float>::quiet_NaN());
+  const auto w = head_weights(rng, nh);
+  std::vector<float> want(static_cast<size_t>(n));
+  ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+  ASSERT_TRUE(std::isfinite(want[5]) && std::isfinite(want[9]));
+  ASSERT_NO_FATAL_FAILURE(expect_scores_on_every_isa(
+      pool, want,
+      [&](Isa isa, ThreadPool* p, float* got) { indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), got, {isa, p}); },
+      "float keys"));
+
+  const int64_t kb = index_key_bytes(hd);
+  std::vector<uint8_t> packed(static_cast<size_t>(n * kb));
+  std::vector<const uint8_t*> rows(static_cast<size_t>(n));
+  const auto clean = fp4_rows(rng, n, hd, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    encode_index_key({clean.data() + t * hd, static_cast<size_t>(hd)}, {packed.data() + t * kb, static_cast<size_t>(kb)});
+    rows[static_cast<size_t>(t)] = packed.data() + t * kb;
+  }
+  packed[static_cast<size_t>(7 * kb + hd / 2 + 2)] = 255;
+  std::vector<float> decoded(static_cast<size_t>(n * hd));
+  for (int64_t t = 0; t < n; ++t)
+    decode_index_key({rows[static_cast<size_t>(t)], static_cast<size_t>(kb)}, {decoded.data() + t * hd, static_cast<size_t>(hd)});
+  ASSERT_TRUE(std::isnan(decoded[static_cast<size_t>(7 * hd + 64)]));
+  ref::indexer_scores(q.data(), nh, hd, decoded.data(), n, w.data(), want.data());
+  ASSERT_NO_FATAL_FAILURE(expect_scores_on_every_isa(
+      pool, want,
+      [&](Isa isa, ThreadPool* p, float* got) { indexer_scores_packed(q.data(), nh, hd, rows.data(), n, w.data(), got, {isa, p}); },
+      "packed keys"));
+}
+
 // bf16 values with random exponents in [-e, e] (independent per element): the fp32 sums of their
 // products are inexact, so every summation order gives other bits — what pins down the VDPBF16PS order.
 std::vector<float> wide_bf16(std::mt19937& rng, int64_t n, int e) {

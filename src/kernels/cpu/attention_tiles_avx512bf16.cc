@@ -109,17 +109,18 @@ void heads_pass(const uint32_t* qpair, int64_t n_pairs, const __m512i* kt, const
       acc[2 * h + 1] = _mm512_dpbf16_ps(acc[2 * h + 1], qv, k1);
     }
   }
-  const __m512i zero = _mm512_setzero_si512();
+  const __m512i zero = _mm512_setzero_si512(), inf16 = _mm512_set1_epi16(0x7F80);
 #pragma GCC unroll 8
   for (int h = 0; h < NH; ++h) {
     const __m512 wh = _mm512_set1_ps(w[h]);
     // bf16(q·k) for both key vectors in one VCVTNE2PS2BF16 (RNE; its DAZ never acts: under the guard a
     // nonzero dot is ≥ 2^-126), ReLU as a signed 16-bit max (bf16 orders like int16 for sign-magnitude
-    // values; −0 → +0), back to fp32 by interleaving with zero words — which leaves the keys in the order
-    // kPermuted below —, then bf16(· w_h) (integer rounding: the product may be denormal) and the double
-    // head sums, all in that order.
-    const __m512i s16 =
-        _mm512_max_epi16(reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(acc[2 * h + 1], acc[2 * h])), zero);
+    // values; −0 → +0) that also zeroes a positive NaN (above +inf's 0x7F80: the reference's s > 0 ? s : 0
+    // gives 0 for any NaN; a NaN key is exact in bf16, so the guard keeps it), back to fp32 by interleaving
+    // with zero words — which leaves the keys in the order kPermuted below —, then bf16(· w_h) (integer
+    // rounding: the product may be denormal) and the double head sums, all in that order.
+    const __m512i b16 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(acc[2 * h + 1], acc[2 * h]));
+    const __m512i s16 = _mm512_maskz_max_epi16(_mm512_cmple_epi16_mask(b16, inf16), b16, zero);
     const __m512 t0 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, s16)), wh));
     const __m512 t1 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, s16)), wh));
     sums[0] = _mm512_add_pd(sums[0], _mm512_cvtps_pd(_mm512_castps512_ps256(t0)));

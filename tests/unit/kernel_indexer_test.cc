@@ -439,6 +439,79 @@ TEST(KernelIndexer, Avx2IntegerPathEdges) {
 }
 #endif
 
+constexpr float kFallbackMark = 1.0e30f;
+void marking_fallback(const float*, int64_t, int64_t, const float*, int64_t k0, int64_t k1, const float*, float* scores) {
+  for (int64_t t = k0; t < k1; ++t) scores[t] = kFallbackMark;
+}
+
+// The AVX512_VNNI integer path (indexer_int8_avx512.cc) at its edges, on packed keys: blocks up to 3
+// binades above the key's lowest (one exact integer dot: the reference bit for bit), an all-zero block
+// whose scale code is far below the rest (it does not count towards the spread), an all-zero key, every
+// E2M1 code; keys 4 and 12 binades apart and scale codes it refuses (the fallback's result for that key
+// alone: a marking fallback shows which keys take it); heads 64 and 9 (a pass of 8 plus one), head_dim
+// 64, 128 and 256, key counts off the 16-key groups, every split of the keys into two calls. A q head whose
+// blocks are 4 binades apart makes it refuse the call (the caller then decodes the keys).
+TEST(KernelIndexer, Avx512VnniIntegerPathEdges) {
+  if (!has_avx512_vnni_vbmi()) GTEST_SKIP() << "no AVX512_VNNI + VBMI";
+  std::mt19937 rng(22);
+  for (int64_t nh : {64, 9})
+    for (int64_t hd : {64, 128, 256})
+      for (int64_t n : {17, 40}) {
+        const int64_t kb = index_key_bytes(hd), nb = hd / 32;
+        const auto q = fp4_rows(rng, nh, hd, 0);
+        const auto raw = fp4_rows(rng, n, hd, 0);
+        std::vector<uint8_t> packed(static_cast<size_t>(n * kb));
+        for (int64_t t = 0; t < n; ++t)
+          encode_index_key({raw.data() + t * hd, static_cast<size_t>(hd)}, {packed.data() + t * kb, static_cast<size_t>(kb)});
+        auto codes = [&](int64_t t) { return packed.data() + t * kb; };
+        auto scale = [&](int64_t t, int64_t b) -> uint8_t& { return packed[static_cast<size_t>(t * kb + hd / 2 + b)]; };
+        for (int64_t b = 0; b < nb; ++b) scale(1, b) = static_cast<uint8_t>(125 + (b % 2) * 3);  // spread 3: integer
+        for (int64_t b = 0; b < nb; ++b) scale(2, b) = static_cast<uint8_t>(125 + (b % 2) * 4);  // spread 4: fp32
+        std::fill(codes(3), codes(3) + 16, uint8_t{0x88});  // block 0 all −0, its scale far below the others
+        scale(3, 0) = 80;
+        std::fill(codes(4), codes(4) + hd / 2, uint8_t{0});  // all zeros, odd scales
+        for (int64_t b = 0; b < nb; ++b) scale(4, b) = static_cast<uint8_t>(72 + 16 * b);  // 72 .. 184
+        for (int64_t i = 0; i < hd / 2; ++i) codes(5)[i] = static_cast<uint8_t>(i * 17);  // every code pair
+        for (int64_t b = 0; b < nb; ++b) scale(6, b) = static_cast<uint8_t>(120 + (b % 2) * 12);  // spread 12: fp32
+        scale(7, nb - 1) = 185;                                                                 // refused code
+        scale(8, 0) = 71;
+        std::vector<float> keys(static_cast<size_t>(n * hd));
+        std::vector<const uint8_t*> rows(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) {
+          decode_index_key({codes(t), static_cast<size_t>(kb)}, {keys.data() + t * hd, static_cast<size_t>(hd)});
+          rows[static_cast<size_t>(t)] = codes(t);
+        }
+        const auto w = head_weights(rng, nh);
+        std::vector<float> want(static_cast<size_t>(n)), fp32(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+        ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
+        detail::indexer_scores_avx512(q.data(), nh, hd, keys.data(), 0, n, w.data(), fp32.data());
+        const std::string what = "nh=" + std::to_string(nh) + " hd=" + std::to_string(hd) + " n=" + std::to_string(n);
+        for (int64_t split = 0; split <= n; ++split) {
+          // The fallback marks the keys it scores, so the test sees which ones take it.
+          std::fill(got.begin(), got.end(), -7.0f);
+          ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), 0, split, w.data(), got.data(),
+                                                               marking_fallback));
+          ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), split, n, w.data(), got.data(),
+                                                               marking_fallback));
+          for (int64_t t = 0; t < n; ++t) {
+            const bool takes_fp32 = t == 2 || t == 6 || t == 7 || t == 8;
+            const float r = takes_fp32 ? kFallbackMark : want[static_cast<size_t>(t)];
+            ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], r))
+                << what << " split=" << split << " t=" << t << ": " << got[static_cast<size_t>(t)] << " vs " << r;
+          }
+        }
+        // With the tier's real fp32 loop behind it, the fallback keys get that loop's scores.
+        ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(),
+                                                             detail::indexer_scores_avx512));
+        for (int64_t t : {2, 6, 7, 8}) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], fp32[static_cast<size_t>(t)])) << what << " t=" << t;
+        auto q_wide = q;  // head 3: block 1 times 16 (exact: still FP4-like, now 4 binades above block 0)
+        for (int64_t i = 32; i < 64; ++i) q_wide[static_cast<size_t>(3 * hd + i)] *= 16.0f;
+        EXPECT_FALSE(detail::indexer_scores_packed_avx512vnni(q_wide.data(), nh, hd, rows.data(), 0, n, w.data(),
+                                                              got.data(), detail::indexer_scores_avx512))
+            << what;
+      }
+}
+
 TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
   std::mt19937 rng(13);
   TopkScratch scratch;

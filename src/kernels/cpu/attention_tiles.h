@@ -52,6 +52,16 @@ void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const 
 // The integer path on packed index keys (core/kv_row.h), keys[t] the t-th key's bytes.
 void indexer_scores_packed_avx2(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0,
                                 int64_t k1, const float* w, float* scores);
+// One 32-block x as x = I · 2^E, 32 int8 I with |I| ≤ 15 and |E| ≤ 56 (indexer_int8_avx2.cc); false when x is
+// not of that form. Also the AVX-512 integer path's q conversion (every AVX-512 CPU runs AVX2 code).
+bool indexer_block_to_ints_avx2(const float* x, int8_t* ints, float* scale);
+// The integer path on AVX512_VNNI + VBMI (indexer_int8_avx512.cc; has_avx512_vnni_vbmi()) for packed keys:
+// the AVX2 integer path's bits, 16 keys × 8 heads per pass on VPDPBUSD. A key outside the integer form takes
+// its score from `fp32` (the tier's fp32-lane loop) on its decoded key. Returns false, writing nothing, when
+// q is not of the integer form or the shape is beyond its buffers (head_dim > 512, more than 128 heads):
+// the caller then scores the keys decoded.
+bool indexer_scores_packed_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
+                                      int64_t k0, int64_t k1, const float* w, float* scores, IndexerScoresFn fp32);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

@@ -31,7 +31,20 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
                          [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
 }
 
-bool indexer_reads_packed_keys(Isa isa) { return resolve_isa(isa) == Isa::kAvx2; }
+namespace {
+
+// The AVX-512 tiers read packed keys on VPDPBUSD where the CPU has VNNI and VBMI (indexer_int8_avx512.cc);
+// kAmx keeps its AMX-BF16 tiles.
+bool packed_on_vnni(Isa resolved) {
+  return (resolved == Isa::kAvx512 || resolved == Isa::kAvx512Bf16) && has_avx512_vnni_vbmi();
+}
+
+}  // namespace
+
+bool indexer_reads_packed_keys(Isa isa) {
+  const Isa resolved = resolve_isa(isa);
+  return resolved == Isa::kAvx2 || packed_on_vnni(resolved);
+}
 
 void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
                            int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt) {
@@ -41,10 +54,12 @@ void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, co
   const Isa isa = resolve_isa(opt.isa);
   const auto fn = detail::indexer_scores_for(isa);
   const int64_t key_bytes = index_key_bytes(head_dim);
+  [[maybe_unused]] const bool vnni = packed_on_vnni(isa);
   // Chunks start on multiples of 32 keys, as indexer_scores's do, so the loops' key groups are the same.
   auto chunk = [&](int64_t k0, int64_t k1) {
 #if defined(__x86_64__)
     if (isa == Isa::kAvx2) return detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores);
+    if (vnni && detail::indexer_scores_packed_avx512vnni(q, n_heads, head_dim, keys, k0, k1, w, scores, fn)) return;
 #endif
     constexpr int64_t kSlice = 256;  // keys decoded at a time (128 KiB at head_dim 128: stays in L2)
     thread_local std::vector<float> buf;

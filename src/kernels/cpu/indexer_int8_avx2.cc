@@ -368,6 +368,13 @@ void packed_fp32(const float* q, int64_t n_heads, int64_t d, const uint8_t* cons
 
 }  // namespace
 
+bool indexer_block_to_ints_avx2(const float* x, int8_t* ints, float* scale) {
+  __m256i v;
+  if (!block_to_ints(x, &v, scale)) return false;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(ints), v);
+  return true;
+}
+
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores) {
   thread_local QInts qi;

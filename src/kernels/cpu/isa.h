@@ -27,6 +27,10 @@ Isa resolve_isa(Isa requested);
 const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "avx512bf16", "amx"
 // AVX512_BF16 (vdpbf16ps) on top of kAvx512 (the compute probe's vdpbf16ps row; kAvx512Bf16 needs it).
 bool has_avx512_bf16();
+// AVX512_VNNI (vpdpbusd) and AVX512_VBMI (byte permutes) on top of kAvx512: the integer indexer of the AVX-512
+// tiers (indexer_int8_avx512.cc). Ice Lake, Sapphire Rapids, Zen 4 and later have both; Skylake-SP and
+// Cascade Lake do not (their tiers keep the fp32 / VDPBF16PS indexer loops).
+bool has_avx512_vnni_vbmi();
 // The fastest ISA whose results do not depend on which requests share a batch: best_isa() except that
 // AMX (which sums GEMMs of >= 16 rows in another order) gives way to kAvx512. Engines that batch
 // independent requests (serve, generate-batch, bench-engine) default to it.

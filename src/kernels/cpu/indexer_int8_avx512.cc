@@ -1,0 +1,285 @@
+// kernels: the lightning-indexer scores of packed keys on AVX512_VNNI integer dot products (VPDPBUSD), the
+// indexer of the AVX-512 tiers on CPUs that have VNNI and VBMI (isa.h has_avx512_vnni_vbmi).
+//
+// Why integers, and why one integer per dot: the indexer's q and keys are FP4-simulated (spec §2.6: E2M1 ×
+// a power of two per 32-block), so each 32-block is I · 2^E with small integers I (packed keys: I = 2·E2M1,
+// |I| ≤ 12; q through block_to_ints, |I| ≤ 15). After a Hadamard rotation a vector's blocks have nearly
+// the same scale, so each vector is taken as I · 2^shift · 2^E_min with shift = E − E_min ≤ 3 per block:
+// still bytes (|q| ≤ 120, key + 96 in 0..192), and the whole q_h·k_t is then ONE exact integer
+// (|·| ≤ 128·120·96 < 2^24) times 2^(E_min,q + E_min,k): exact in fp32, so every score is the reference's
+// (double dots) bit for bit, with no per-block fold (the AVX2 path sums four scaled block dots in fp32).
+// VPDPBUSD multiplies 4 unsigned by 4 signed bytes and adds the four products to a 32-bit lane: 64
+// products per zmm instruction, one per cycle on Zen 4, and nothing else in the loop competes for its
+// pipes but the two multiplies per (head, 16 keys) of the scale and head weight. The key is the unsigned
+// side (+ 96), q the signed one, broadcast one dword at a time from memory; each head's accumulator starts
+// at −96 · Σ q, which cancels the offset. Every later step is the reference's, on 16 keys in lanes.
+//
+// Keys go 16 to a group: per block b and step s (4 elements) one vector whose lane j holds key j's elements
+// 32b + 4s .. 32b + 4s + 3 as bytes, built from the packed codes with no fp32 detour: per block a 16 × 4
+// dword transpose (four keys per vector by 128-bit inserts, then in-lane unpacks), then per step one
+// VPMULTISHIFTQB (each byte takes its element's nibble), one VPTERNLOGD (nibble | the lane's shift in bits
+// 4-5) and one VPERMB (64-entry table: 16·shift + code → 2·E2M1 · 2^shift + 96).
+//
+// Fallbacks, each keeping a value's result independent of its neighbours: a q not of that form (a block
+// not I · 2^E, nonzero blocks more than 3 binades apart, head_dim > 512, more than 128 heads) is refused
+// (the caller decodes the keys for the tier's fp32 loop); a key with a scale code outside [72, 184]
+// (|E| > 56, NaN included) or nonzero blocks more than 3 binades apart takes that loop's result for
+// itself alone. All-zero blocks (codes ±0) do not count towards the spread.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/kv_row.h"
+#include "kernels/cpu/attention_tiles.h"
+
+namespace dsv4::kernels::detail {
+namespace {
+
+constexpr int kGroupKeys = 16;
+constexpr int64_t kMaxDim = 512;
+constexpr int kMaxBlocks = kMaxDim / 32;
+constexpr int kMaxHeads = 128;
+constexpr int kBlockHeads = 8;   // heads per pass: 8 accumulator chains, one key load per 8 VPDPBUSD
+constexpr int kMaxShift = 3;     // a block at most 2^3 above its vector's lowest scale (see the top)
+constexpr int kKeyOffset = 96;   // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
+
+// q converted once per call: I · 2^shift [n_heads][d] (signed bytes, |·| ≤ 15 · 8), per head 2^E_min and the
+// accumulator start −96 · Σ (which cancels the keys' offset).
+struct QInts {
+  alignas(64) int8_t ints[kMaxHeads * kMaxDim];
+  float scale[kMaxHeads];
+  int32_t init[kMaxHeads];
+};
+
+// False when a head's nonzero blocks are not all I · 2^E (block_to_ints) within kMaxShift binades of each other.
+bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
+  const int64_t nb = d / 32;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    int8_t* ints = out.ints + h * d;
+    int exps[kMaxBlocks];
+    int lo = 255, hi = -255;
+    for (int64_t b = 0; b < nb; ++b) {
+      float scale = 1.0f;
+      if (!indexer_block_to_ints_avx2(q + h * d + 32 * b, ints + 32 * b, &scale)) return false;
+      bool zero = true;
+      for (int i = 0; i < 32; ++i) zero = zero && ints[32 * b + i] == 0;
+      uint32_t bits;
+      std::memcpy(&bits, &scale, sizeof(bits));
+      exps[b] = zero ? 255 : static_cast<int>(bits >> 23) - 127;  // scale = 2^E, E in [−56, 56]
+      if (!zero) {
+        lo = exps[b] < lo ? exps[b] : lo;
+        hi = exps[b] > hi ? exps[b] : hi;
+      }
+    }
+    if (hi - lo > kMaxShift) return false;
+    if (lo == 255) lo = 0;  // all zeros
+    int32_t sum = 0;
+    for (int64_t b = 0; b < nb; ++b)
+      for (int i = 0; i < 32; ++i) {
+        int8_t& v = ints[32 * b + i];
+        v = exps[b] == 255 ? 0 : static_cast<int8_t>(v * (1 << (exps[b] - lo)));
+        sum += v;
+      }
+    out.init[h] = -kKeyOffset * sum;
+    const uint32_t bits = static_cast<uint32_t>(lo + 127) << 23;
+    std::memcpy(&out.scale[h], &bits, sizeof(bits));
+  }
+  return true;
+}
+
+// One group of 16 keys: bytes[b][s] = lane j holding key j's elements 32b + 4s .. + 3 as I · 2^shift + 96,
+// and per key 2^E_min.
+struct KeyGroup {
+  alignas(64) uint8_t bytes[kMaxBlocks][8][64];
+  alignas(64) float scale[kGroupKeys];
+};
+
+// The key byte of each (shift, code): entry 16·shift + code = 2·E2M1(code) · 2^shift + 96.
+struct KeyTable {
+  alignas(64) uint8_t bytes[64];
+};
+constexpr KeyTable make_key_table() {
+  constexpr int kTwiceE2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  KeyTable t{};
+  for (int i = 0; i < 64; ++i) t.bytes[i] = static_cast<uint8_t>(kTwiceE2m1[i % 16] * (1 << (i / 16)) + kKeyOffset);
+  return t;
+}
+constexpr KeyTable kKeyTable = make_key_table();
+
+// Codes and scale codes of zeros, for the lanes of a group past its last key (scale code 0 flags them).
+alignas(64) constexpr uint8_t kEmptyKey[kMaxDim / 2 + kMaxBlocks] = {};
+
+// Fills g from packed keys t0 .. t0 + nk − 1 (nk ≤ 16); returns the mask of the keys the fp32 loop takes: a
+// scale code outside [72, 184] (|E| > 56, NaN included), or nonzero blocks more than kMaxShift binades
+// apart. Their lanes (and those past nk) hold finite values that the caller overwrites.
+unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, KeyGroup& g) {
+  const int64_t nb = d / 32;
+  const uint8_t* src[kGroupKeys];
+  alignas(64) uint32_t codes[kMaxBlocks][kGroupKeys];  // scale code of block b of key j
+  for (int j = 0; j < kGroupKeys; ++j) {
+    src[j] = j < nk ? keys[t0 + j] : kEmptyKey;
+    for (int64_t b = 0; b < nb; ++b) codes[b][j] = src[j][d / 2 + b];
+  }
+  // Pass 1: the code dwords transposed (kept in g.bytes, which pass 2 overwrites in place), which blocks
+  // are nonzero (codes other than ±0: 0 and 8), and per key the lowest and highest scale code among them.
+  const __m512i magnitude = _mm512_set1_epi32(0x77777777);
+  __mmask16 bad = 0, nonzero[kMaxBlocks];
+  __m512i lo = _mm512_set1_epi32(255), hi = _mm512_setzero_si512();
+  for (int64_t b = 0; b < nb; ++b) {
+    // z[c]: 128-bit lane l holds key 4l + c's block b (16 code bytes = 4 dwords).
+    __m512i z[4];
+    for (int c = 0; c < 4; ++c) {
+      z[c] = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src[c] + 16 * b)));
+      z[c] = _mm512_inserti32x4(z[c], _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[4 + c] + 16 * b)), 1);
+      z[c] = _mm512_inserti32x4(z[c], _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[8 + c] + 16 * b)), 2);
+      z[c] = _mm512_inserti32x4(z[c], _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[12 + c] + 16 * b)), 3);
+    }
+    // 4 × 4 dword transposes in every 128-bit lane: t[m] dword 4l + c = dword m of key 4l + c.
+    const __m512i a0 = _mm512_unpacklo_epi32(z[0], z[1]), a1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    const __m512i t[4] = {_mm512_unpacklo_epi64(a0, a2), _mm512_unpackhi_epi64(a0, a2), _mm512_unpacklo_epi64(a1, a3),
+                          _mm512_unpackhi_epi64(a1, a3)};
+    for (int m = 0; m < 4; ++m) _mm512_store_si512(g.bytes[b][m], t[m]);
+    const __m512i any = _mm512_or_si512(_mm512_or_si512(t[0], t[1]), _mm512_or_si512(t[2], t[3]));
+    nonzero[b] = _mm512_test_epi32_mask(any, magnitude);
+    const __m512i e = _mm512_load_si512(codes[b]);
+    bad |= _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(72)) | _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(184));
+    lo = _mm512_mask_min_epi32(lo, nonzero[b], lo, e);
+    hi = _mm512_mask_max_epi32(hi, nonzero[b], hi, e);
+  }
+  bad |= _mm512_cmpgt_epi32_mask(_mm512_sub_epi32(hi, lo), _mm512_set1_epi32(kMaxShift));  // all-zero keys: < 0
+  lo = _mm512_mask_mov_epi32(lo, bad | _mm512_cmpeq_epi32_mask(lo, _mm512_set1_epi32(255)), _mm512_set1_epi32(128));
+  _mm512_store_ps(g.scale, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(lo, _mm512_set1_epi32(1)), 23)));  // 2^(e − 128)
+
+  // Pass 2, per step: byte k of a dword lane takes bits 4k.. of the lane's low word (even step) or high word
+  // (odd step); a qword holds two lanes, so the second lane's selectors are 32 further. The nibble, with the
+  // lane's shift in bits 4-5, indexes the table: entry 16·shift + code = 2·E2M1(code) · 2^shift + 96.
+  const __m512i even = _mm512_set1_epi64(0x2C2824200C080400LL), odd = _mm512_set1_epi64(0x3C3834301C181410LL);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i table = _mm512_load_si512(kKeyTable.bytes);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i shift = _mm512_maskz_sub_epi32(nonzero[b] & static_cast<__mmask16>(~bad), _mm512_load_si512(codes[b]), lo);
+    const __m512i sb = _mm512_mullo_epi32(shift, _mm512_set1_epi32(0x10101010));  // shift · 16 in every byte
+    __m512i t[4];  // all four read before the block's eight steps overwrite them
+    for (int m = 0; m < 4; ++m) t[m] = _mm512_load_si512(g.bytes[b][m]);
+    // Dword m of a key: elements 8m .. 8m + 7 of the block, steps 2m (low word) and 2m + 1.
+    for (int m = 0; m < 4; ++m) {
+      // (selected & 0x0F) | shift bits: ternary-logic function 0xEA = (A & B) | C.
+      const __m512i lo_idx = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(even, t[m]), nibble, sb, 0xEA);
+      const __m512i hi_idx = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(odd, t[m]), nibble, sb, 0xEA);
+      _mm512_store_si512(g.bytes[b][2 * m], _mm512_permutexvar_epi8(lo_idx, table));
+      _mm512_store_si512(g.bytes[b][2 * m + 1], _mm512_permutexvar_epi8(hi_idx, table));
+    }
+  }
+  return bad & ((1u << nk) - 1u);
+}
+
+inline __m512 round_bf16(__m512 v) {  // to nearest even, finite inputs (core/formats.h round_bf16)
+  __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// The reference's per-head steps for one head's 16 keys, its dots being the exact integers acc times
+// ks · qs, added to the double head sums (keys 0-7 in lo, 8-15 in hi).
+inline void add_head(__m512i acc, __m512 ks, float qs, float w, __m512d& lo, __m512d& hi) {
+  // |acc| ≤ 128 · 120 · 96 < 2^24: exact in fp32, and so is its product with a power of two (normal).
+  const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(ks, _mm512_set1_ps(qs)));
+  const __m512 s = _mm512_max_ps(round_bf16(dot), _mm512_setzero_ps());
+  const __m512 term = round_bf16(_mm512_mul_ps(s, _mm512_set1_ps(w)));
+  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(term)));
+  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(term, 1)));
+}
+
+// Heads [h0, h0 + NH) against one key group: each (head, key) dot as one exact integer in acc (NH
+// accumulator chains over all blocks, the group's step vector loaded once for all of them, q broadcast from
+// memory). kDone: also the per-head steps of the previous pass's NH heads (done, from head h_done), one
+// every nb steps: spread among the VPDPBUSD, they use the other vector pipes while these run (after the
+// pass, they left the VPDPBUSD pipes idle: 62% of their peak before, see the commit). NB: blocks per head
+// when known at compile time (4: head_dim 128), else 0.
+template <int NH, int NB, bool kDone>
+inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const KeyGroup& g, __m512i (&acc)[NH],
+                       const __m512i (&done)[NH], int64_t h_done, const float* w, __m512d& lo, __m512d& hi) {
+  const int64_t nb = NB > 0 ? NB : d / 32;
+  const __m512 ks = _mm512_load_ps(g.scale);
+#pragma GCC unroll 8
+  for (int h = 0; h < NH; ++h) acc[h] = _mm512_set1_epi32(q.init[h0 + h]);
+#pragma GCC unroll 4
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const __m512i kv = _mm512_load_si512(g.bytes[b][s]);
+#pragma GCC unroll 8
+      for (int h = 0; h < NH; ++h) {
+        // NOTE: inline asm: GCC neither folds the q broadcast into VPDPBUSD nor keeps the chains in
+        // registers on its own (it spilled them).
+        const int8_t* qp = q.ints + (h0 + h) * d + 32 * b + 4 * s;
+        asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[h]) : "v"(kv), "m"(*reinterpret_cast<const int32_t*>(qp)));
+      }
+      if constexpr (kDone) {
+        const int64_t k = 8 * b + s;  // NH == kBlockHeads == 8 heads over 8 · nb steps
+        if (k % nb == 0) add_head(done[k / nb], ks, q.scale[h_done + k / nb], w[h_done + k / nb], lo, hi);
+      }
+    }
+  }
+}
+
+template <int NB>
+void score_groups(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t k0,
+                  int64_t k1, const float* w, float* scores, IndexerScoresFn fp32) {
+  thread_local KeyGroup g;
+  for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys) {
+    const int64_t nk = k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys;
+    const unsigned fallback = convert_keys(keys, d, t0, nk, g);
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    const __m512 ks = _mm512_load_ps(g.scale);
+    int64_t h = 0;
+    if (n_heads >= kBlockHeads) {
+      // Each pass's heads finish in the next pass (heads_pass kDone), the last ones after the loop.
+      __m512i done[kBlockHeads], acc[kBlockHeads];
+      heads_pass<kBlockHeads, NB, false>(qi, d, 0, g, done, done, 0, w, lo, hi);
+      for (h = kBlockHeads; h + kBlockHeads <= n_heads; h += kBlockHeads) {
+        heads_pass<kBlockHeads, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, lo, hi);
+        for (int i = 0; i < kBlockHeads; ++i) done[i] = acc[i];
+      }
+      for (int i = 0; i < kBlockHeads; ++i) add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
+    }
+    for (; h < n_heads; ++h) {
+      __m512i one[1];
+      heads_pass<1, NB, false>(qi, d, h, g, one, one, 0, w, lo, hi);
+      add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
+    }
+    alignas(64) float out[kGroupKeys];
+    _mm512_store_ps(out, round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
+    if (fallback != 0) {
+      thread_local float decoded[kGroupKeys * kMaxDim];
+      float raw[kGroupKeys];
+      const int64_t key_bytes = index_key_bytes(d);
+      for (int64_t j = 0; j < nk; ++j)
+        decode_index_key({keys[t0 + j], static_cast<size_t>(key_bytes)}, {decoded + j * d, static_cast<size_t>(d)});
+      fp32(q, n_heads, d, decoded, 0, nk, w, raw);
+      for (int64_t j = 0; j < nk; ++j)
+        if (fallback & (1u << j)) out[j] = raw[j];
+    }
+    std::memcpy(scores + t0, out, static_cast<size_t>(nk) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+bool indexer_scores_packed_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
+                                      int64_t k0, int64_t k1, const float* w, float* scores, IndexerScoresFn fp32) {
+  thread_local QInts qi;
+  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !convert_q(q, n_heads, d, qi)) return false;
+  if (d == 128) {
+    score_groups<4>(qi, n_heads, d, q, keys, k0, k1, w, scores, fp32);
+  } else {
+    score_groups<0>(qi, n_heads, d, q, keys, k0, k1, w, scores, fp32);
+  }
+  return true;
+}
+
+}  // namespace dsv4::kernels::detail
+#endif  // __x86_64__

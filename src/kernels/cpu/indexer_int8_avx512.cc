@@ -40,7 +40,7 @@ constexpr int kGroupKeys = 16;
 constexpr int64_t kMaxDim = 512;
 constexpr int kMaxBlocks = kMaxDim / 32;
 constexpr int kMaxHeads = 128;
-constexpr int kBlockHeads = 8;   // heads per pass: 8 accumulator chains, one key load per 8 VPDPBUSD
+constexpr int kBlockHeads = 4;   // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
 constexpr int kMaxShift = 3;     // a block at most 2^3 above its vector's lowest scale (see the top)
 constexpr int kKeyOffset = 96;   // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
 
@@ -219,8 +219,8 @@ inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const KeyGroup& g,
         asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[h]) : "v"(kv), "m"(*reinterpret_cast<const int32_t*>(qp)));
       }
       if constexpr (kDone) {
-        const int64_t k = 8 * b + s;  // NH == kBlockHeads == 8 heads over 8 · nb steps
-        if (k % nb == 0) add_head(done[k / nb], ks, q.scale[h_done + k / nb], w[h_done + k / nb], lo, hi);
+        const int64_t k = 8 * b + s, every = 8 * nb / NH;  // NH heads over 8 · nb steps
+        if (k % every == 0) add_head(done[k / every], ks, q.scale[h_done + k / every], w[h_done + k / every], lo, hi);
       }
     }
   }

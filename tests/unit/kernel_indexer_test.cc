@@ -5,6 +5,7 @@
 // bound. Top-k matches the reference exactly, ties (including −0 vs +0) going to the lower index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -529,6 +530,32 @@ TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
       topk_desc(s.data(), n, k, got.data(), scratch);
       ASSERT_EQ(got, want) << "n=" << n << " k=" << k;
     }
+  }
+}
+
+// Distinct floats that share their top bytes (a run of consecutive floats, a cluster of bf16 values, wide
+// normals): the select must decide every byte of the threshold; and all-equal scores (every key tied).
+TEST(KernelIndexer, TopkDecidesEveryByteOfTheThreshold) {
+  std::mt19937 rng(19);
+  TopkScratch scratch;
+  for (int64_t n : {3, 100, 4096, 16384}) {
+    std::vector<std::vector<float>> cases(4, std::vector<float>(static_cast<size_t>(n)));
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    float x = 1.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      cases[0][static_cast<size_t>(i)] = x = std::nextafter(x, 2.0f);  // one run, shuffled below
+      cases[1][static_cast<size_t>(i)] = round_bf16(1.0f + 0.01f * nd(rng));  // many ties, low bytes zero
+      cases[2][static_cast<size_t>(i)] = nd(rng) * 1e3f;
+      cases[3][static_cast<size_t>(i)] = 0.0f;
+    }
+    std::shuffle(cases[0].begin(), cases[0].end(), rng);
+    for (const auto& s : cases)
+      for (int64_t k : {int64_t{1}, n / 7 + 1, n / 2, n}) {
+        std::vector<int32_t> want(static_cast<size_t>(k)), got(static_cast<size_t>(k), -1);
+        ref::topk_desc(s.data(), n, k, want.data());
+        topk_desc(s.data(), n, k, got.data(), scratch);
+        ASSERT_EQ(got, want) << "n=" << n << " k=" << k;
+      }
   }
 }
 

@@ -55,11 +55,13 @@ bool indexer_reads_packed_keys(Isa isa);
 // Working memory of topk_desc, reused across calls.
 struct TopkScratch {
   std::vector<uint32_t> keys;
-  std::vector<int32_t> picked;
+  std::vector<int32_t> picked, tied;
+  std::vector<uint64_t> order;
 };
 
 // The k largest of scores[n] in descending order, equal scores to the lower index; k ≤ n. O(n + k log k):
-// a radix select on the order-preserving 32-bit image of each score, then a sort of the k picked.
+// a radix select on the order-preserving 32-bit image of each score (two passes over all n), then a sort
+// of the k picked.
 void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScratch& scratch);
 
 }  // namespace dsv4::kernels

@@ -88,8 +88,12 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     keys = grow_only(key_scratch, stored.size() * hd, room * hd);
     for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, keys + t * hd);
   }
-  if (topk_scratch.keys.capacity() < static_cast<size_t>(room)) topk_scratch.keys.reserve(static_cast<size_t>(room));
+  if (topk_scratch.keys.capacity() < static_cast<size_t>(room)) {
+    topk_scratch.keys.reserve(static_cast<size_t>(room));
+    topk_scratch.tied.reserve(static_cast<size_t>(room));  // all of them when the scores tie (zeros)
+  }
   topk_scratch.picked.reserve(static_cast<size_t>(c.index_topk));
+  topk_scratch.order.reserve(static_cast<size_t>(c.index_topk));
 
   // Outer and inner vectors keep their capacity: every row's list is resized, then fully overwritten.
   if (selected->size() < static_cast<size_t>(n)) selected->resize(static_cast<size_t>(n));

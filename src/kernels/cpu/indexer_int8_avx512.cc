@@ -116,11 +116,24 @@ alignas(64) constexpr uint8_t kEmptyKey[kMaxDim / 2 + kMaxBlocks] = {};
 unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, KeyGroup& g) {
   const int64_t nb = d / 32;
   const uint8_t* src[kGroupKeys];
-  alignas(64) uint32_t codes[kMaxBlocks][kGroupKeys];  // scale code of block b of key j
+  // Scale codes of blocks 4c .. 4c + 3 of key j in quads[c][j] (one dword load per key and quad; a last
+  // partial quad byte by byte, so that no read passes the row's end).
+  alignas(64) uint32_t quads[kMaxBlocks / 4][kGroupKeys];
+  const int64_t full_quads = nb / 4;
   for (int j = 0; j < kGroupKeys; ++j) {
     src[j] = j < nk ? keys[t0 + j] : kEmptyKey;
-    for (int64_t b = 0; b < nb; ++b) codes[b][j] = src[j][d / 2 + b];
+    const uint8_t* sc = src[j] + d / 2;
+    for (int64_t c = 0; c < full_quads; ++c) std::memcpy(&quads[c][j], sc + 4 * c, 4);
+    if (nb % 4 != 0) {
+      uint32_t v = 0;
+      for (int64_t b = 4 * full_quads; b < nb; ++b) v |= static_cast<uint32_t>(sc[b]) << (8 * (b % 4));
+      quads[full_quads][j] = v;
+    }
   }
+  auto codes = [&](int64_t b) {  // the 16 keys' scale codes of block b
+    return _mm512_and_si512(_mm512_srli_epi32(_mm512_load_si512(quads[b / 4]), static_cast<unsigned>(8 * (b % 4))),
+                            _mm512_set1_epi32(0xFF));
+  };
   // Pass 1: the code dwords transposed (kept in g.bytes, which pass 2 overwrites in place), which blocks
   // are nonzero (codes other than ±0: 0 and 8), and per key the lowest and highest scale code among them.
   const __m512i magnitude = _mm512_set1_epi32(0x77777777);
@@ -143,7 +156,7 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
     for (int m = 0; m < 4; ++m) _mm512_store_si512(g.bytes[b][m], t[m]);
     const __m512i any = _mm512_or_si512(_mm512_or_si512(t[0], t[1]), _mm512_or_si512(t[2], t[3]));
     nonzero[b] = _mm512_test_epi32_mask(any, magnitude);
-    const __m512i e = _mm512_load_si512(codes[b]);
+    const __m512i e = codes(b);
     bad |= _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(72)) | _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(184));
     lo = _mm512_mask_min_epi32(lo, nonzero[b], lo, e);
     hi = _mm512_mask_max_epi32(hi, nonzero[b], hi, e);
@@ -159,7 +172,7 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   const __m512i table = _mm512_load_si512(kKeyTable.bytes);
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512i shift = _mm512_maskz_sub_epi32(nonzero[b] & static_cast<__mmask16>(~bad), _mm512_load_si512(codes[b]), lo);
+    const __m512i shift = _mm512_maskz_sub_epi32(nonzero[b] & static_cast<__mmask16>(~bad), codes(b), lo);
     const __m512i sb = _mm512_mullo_epi32(shift, _mm512_set1_epi32(0x10101010));  // shift · 16 in every byte
     __m512i t[4];  // all four read before the block's eight steps overwrite them
     for (int m = 0; m < 4; ++m) t[m] = _mm512_load_si512(g.bytes[b][m]);

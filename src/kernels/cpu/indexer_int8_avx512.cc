@@ -40,9 +40,9 @@ constexpr int kGroupKeys = 16;
 constexpr int64_t kMaxDim = 512;
 constexpr int kMaxBlocks = kMaxDim / 32;
 constexpr int kMaxHeads = 128;
-constexpr int kBlockHeads = 4;   // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
-constexpr int kMaxShift = 3;     // a block at most 2^3 above its vector's lowest scale (see the top)
-constexpr int kKeyOffset = 96;   // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
+constexpr int kBlockHeads = 4;  // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
+constexpr int kMaxShift = 3;    // a block at most 2^3 above its vector's lowest scale (see the top)
+constexpr int kKeyOffset = 96;  // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
 
 // q converted once per call: I · 2^shift [n_heads][d] (signed bytes, |·| ≤ 15 · 8), per head 2^E_min and the
 // accumulator start −96 · Σ (which cancels the keys' offset).
@@ -163,7 +163,8 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
   }
   bad |= _mm512_cmpgt_epi32_mask(_mm512_sub_epi32(hi, lo), _mm512_set1_epi32(kMaxShift));  // all-zero keys: < 0
   lo = _mm512_mask_mov_epi32(lo, bad | _mm512_cmpeq_epi32_mask(lo, _mm512_set1_epi32(255)), _mm512_set1_epi32(128));
-  _mm512_store_ps(g.scale, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(lo, _mm512_set1_epi32(1)), 23)));  // 2^(e − 128)
+  _mm512_store_ps(
+      g.scale, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(lo, _mm512_set1_epi32(1)), 23)));  // 2^(e − 128)
 
   // Pass 2, per step: byte k of a dword lane takes bits 4k.. of the lane's low word (even step) or high word
   // (odd step); a qword holds two lanes, so the second lane's selectors are 32 further. The nibble, with the
@@ -257,7 +258,8 @@ void score_groups(const QInts& qi, int64_t n_heads, int64_t d, const float* q, c
         heads_pass<kBlockHeads, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, lo, hi);
         for (int i = 0; i < kBlockHeads; ++i) done[i] = acc[i];
       }
-      for (int i = 0; i < kBlockHeads; ++i) add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
+      for (int i = 0; i < kBlockHeads; ++i)
+        add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
     }
     for (; h < n_heads; ++h) {
       __m512i one[1];
@@ -265,7 +267,8 @@ void score_groups(const QInts& qi, int64_t n_heads, int64_t d, const float* q, c
       add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
     }
     alignas(64) float out[kGroupKeys];
-    _mm512_store_ps(out, round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
+    _mm512_store_ps(
+        out, round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
     if (fallback != 0) {
       thread_local float decoded[kGroupKeys * kMaxDim];
       float raw[kGroupKeys];

@@ -66,7 +66,7 @@ void indexer_case(benchmark::State& state, Isa isa, int64_t n_keys) {
 }
 
 // The same over keys stored packed (core/kv_row.h index keys, the model's storage: indexer_scores_packed).
-void indexer_packed_case(benchmark::State& state, Isa isa, int64_t n_keys) {
+void indexer_packed_case(benchmark::State& state, Isa isa, int64_t n_keys, bool prepared_once) {
   constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
   auto q = pseudo_random(kIndexHeads * kIndexDim, 4, 1.0f);
   const auto keys = pseudo_random(n_keys * kIndexDim, 5, 1.0f);
@@ -82,9 +82,19 @@ void indexer_packed_case(benchmark::State& state, Isa isa, int64_t n_keys) {
     rows[static_cast<size_t>(j)] = entry;
   }
   std::vector<float> scores(static_cast<size_t>(n_keys));
+  // prepared_once: the keys converted before the loop (indexer_prepare_packed, as prefill does once per call),
+  // so each iteration is one more query's scoring alone.
+  std::vector<dsv4::kernels::IndexerKeyLine> lines(
+      static_cast<size_t>(prepared_once ? dsv4::kernels::indexer_prepared_lines(n_keys, kIndexDim, isa) : 0));
+  if (prepared_once) dsv4::kernels::indexer_prepare_packed(rows.data(), n_keys, kIndexDim, lines.data(), {isa, nullptr});
   for (auto _ : state) {
-    dsv4::kernels::indexer_scores_packed(q.data(), kIndexHeads, kIndexDim, rows.data(), n_keys, w.data(),
-                                         scores.data(), {isa, nullptr});
+    if (prepared_once) {
+      dsv4::kernels::indexer_scores_prepared(q.data(), kIndexHeads, kIndexDim, rows.data(), lines.data(), n_keys,
+                                             n_keys, w.data(), scores.data(), {isa, nullptr});
+    } else {
+      dsv4::kernels::indexer_scores_packed(q.data(), kIndexHeads, kIndexDim, rows.data(), n_keys, w.data(),
+                                           scores.data(), {isa, nullptr});
+    }
     benchmark::DoNotOptimize(scores.data());
   }
   state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(kIndexHeads * kIndexDim * n_keys),
@@ -103,7 +113,13 @@ const int kRegistered = [] {
       benchmark::RegisterBenchmark((std::string("indexer_scores_packed/") + dsv4::kernels::isa_name(isa) +
                                     "/heads=64x128/keys=" + std::to_string(n_keys))
                                        .c_str(),
-                                   [=](benchmark::State& s) { indexer_packed_case(s, isa, n_keys); });
+                                   [=](benchmark::State& s) { indexer_packed_case(s, isa, n_keys, false); });
+    if (dsv4::kernels::indexer_prepared_lines(1, 128, isa) > 0)
+      for (int64_t n_keys : {1024, 16384})
+        benchmark::RegisterBenchmark((std::string("indexer_scores_prepared/") + dsv4::kernels::isa_name(isa) +
+                                      "/heads=64x128/keys=" + std::to_string(n_keys))
+                                         .c_str(),
+                                     [=](benchmark::State& s) { indexer_packed_case(s, isa, n_keys, true); });
   }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;

@@ -396,6 +396,62 @@ TEST(KernelIndexer, PackedKeysMatchTheReferenceOnDecodedKeys) {
     }
 }
 
+// indexer_prepare_packed + indexer_scores_prepared (keys converted once, many queries over growing prefixes,
+// as prefill calls them) against indexer_scores_packed on the same prefix, bit for bit, on every ISA that has
+// the prepared form (none but the VNNI tiers: checked), preparing and scoring serially and on 3 threads; key
+// counts around the 16-key groups and the pool's 256-key preparing chunks, prefixes ending inside a group,
+// odd scale codes (the per-key fallback from the rows), and a q the integer path refuses.
+TEST(KernelIndexer, PreparedKeysMatchPackedScores) {
+  std::mt19937 rng(32);
+  ThreadPool pool(3);
+  int64_t prepared_isas = 0;
+  for (Isa isa : isas()) {
+    if (isa != Isa::kAvx512 && isa != Isa::kAvx512Bf16) EXPECT_EQ(indexer_prepared_lines(100, 128, isa), 0) << isa_name(isa);
+    for (int64_t hd : {64, 128, 288})
+      for (int64_t n : {1, 17, 300, 600}) {
+        const int64_t lines = indexer_prepared_lines(n, hd, isa);
+        if (lines == 0) continue;
+        ++prepared_isas;
+        const int64_t nh = 64, kb = index_key_bytes(hd);
+        auto q = fp4_rows(rng, nh, hd, 0);
+        auto q_wide = q;
+        for (int64_t i = 32; i < 64; ++i) q_wide[static_cast<size_t>(5 * hd + i)] *= 16.0f;
+        const auto raw = fp4_rows(rng, n, hd, 0);
+        std::vector<uint8_t> packed(static_cast<size_t>(n * kb));
+        std::vector<const uint8_t*> rows(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) {
+          encode_index_key({raw.data() + t * hd, static_cast<size_t>(hd)}, {packed.data() + t * kb, static_cast<size_t>(kb)});
+          rows[static_cast<size_t>(t)] = packed.data() + t * kb;
+        }
+        const uint8_t odd_scales[] = {0, 60, 200, 255};
+        for (int64_t t = 5, i = 0; t < n; t += 13, ++i) packed[static_cast<size_t>(t * kb + hd / 2 + i % (hd / 32))] = odd_scales[i % 4];
+        const auto w = head_weights(rng, nh);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<IndexerKeyLine> prepared(static_cast<size_t>(lines));
+          indexer_prepare_packed(rows.data(), n, hd, prepared.data(), {isa, p});
+          for (const float* qp : {q.data(), q_wide.data()})
+            for (int64_t visible : {int64_t{1}, std::min<int64_t>(n, 16), std::min<int64_t>(n, 17), (n + 1) / 2, n}) {
+              std::vector<float> want(static_cast<size_t>(visible), -7.0f), got(static_cast<size_t>(visible), -9.0f);
+              indexer_scores_packed(qp, nh, hd, rows.data(), visible, w.data(), want.data(), {isa, p});
+              indexer_scores_prepared(qp, nh, hd, rows.data(), prepared.data(), n, visible, w.data(), got.data(), {isa, p});
+              ASSERT_TRUE(same_scores(got, want)) << isa_name(isa) << " hd=" << hd << " n=" << n << " visible=" << visible
+                                                  << (p ? " pool" : " serial") << (qp == q.data() ? "" : " wide q");
+            }
+        }
+      }
+  }
+  if (has_avx512_vnni_vbmi()) {
+    EXPECT_GT(prepared_isas, 0);
+    // More keys than prepared is an invariant failure (DSV4_CHECK), never a read past the lines.
+    std::vector<IndexerKeyLine> lines(static_cast<size_t>(indexer_prepared_lines(16, 128, Isa::kAvx512)));
+    std::vector<float> q(64 * 128, 0.0f), w(64, 0.0f), scores(32);
+    std::vector<const uint8_t*> rows(32, nullptr);
+    EXPECT_DEATH(indexer_scores_prepared(q.data(), 64, 128, rows.data(), lines.data(), 16, 17, w.data(), scores.data(),
+                                         {Isa::kAvx512, nullptr}),
+                 "more keys than prepared");
+  }
+}
+
 #if defined(__x86_64__)
 // The AVX2 integer path (indexer_int8_avx2.cc) at its edges, against the reference and its own fp32 loop:
 // keys whose blocks are 4-bit integers beyond E2M1 (±7, ±9 .. ±15 times a power of two: they pass its test

@@ -9,6 +9,10 @@
 
 #include "kernels/cpu/isa.h"
 
+namespace dsv4::kernels {
+struct IndexerKeyLine;  // indexer.h
+}  // namespace dsv4::kernels
+
 namespace dsv4::kernels::detail {
 
 // scores[h * n_rows + j] = (q_h · rows[j]) · scale for h < n_heads, j < n_rows. q: [n_heads, d].
@@ -62,6 +66,15 @@ bool indexer_block_to_ints_avx2(const float* x, int8_t* ints, float* scale);
 // the caller then scores the keys decoded.
 bool indexer_scores_packed_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
                                       int64_t k0, int64_t k1, const float* w, float* scores, IndexerScoresFn fp32);
+// The same path's converted 16-key groups for many queries (indexer.h indexer_prepare_packed): the lines n_keys
+// keys take (0: a head_dim it does not take), the groups of keys [k0, k1) (k0 a multiple of 16) written at
+// their place in `lines`, and the scores of keys [k0, k1) read from them (false as above).
+int64_t indexer_prepared_lines_avx512vnni(int64_t n_keys, int64_t d);
+void indexer_prepare_packed_avx512vnni(const uint8_t* const* keys, int64_t d, int64_t k0, int64_t k1,
+                                       IndexerKeyLine* lines);
+bool indexer_scores_prepared_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
+                                        const IndexerKeyLine* lines, int64_t k0, int64_t k1, const float* w,
+                                        float* scores, IndexerScoresFn fp32);
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,

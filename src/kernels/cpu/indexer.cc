@@ -46,36 +46,98 @@ bool indexer_reads_packed_keys(Isa isa) {
   return resolved == Isa::kAvx2 || packed_on_vnni(resolved);
 }
 
+namespace {
+
+// Whole 32-key groups per chunk (the VDPBF16PS loop's; two or more of the other loops' groups), and at least
+// ~1M multiply-adds per chunk (see indexer_scores).
+int64_t packed_grain(int64_t n_heads, int64_t head_dim) {
+  return std::max<int64_t>(32, (((int64_t{1} << 20) / (n_heads * head_dim) + 31) / 32) * 32);
+}
+
+// One pool chunk of packed-key scores, keys [k0, k1) (k0 a multiple of 32); `prepared`: the VNNI path's
+// converted groups of the whole key set, or nullptr.
+void packed_chunk(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
+                  const IndexerKeyLine* prepared, int64_t k0, int64_t k1, const float* w, float* scores, Isa isa) {
+  const auto fn = detail::indexer_scores_for(isa);
+#if defined(__x86_64__)
+  if (isa == Isa::kAvx2) return detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores);
+  if (packed_on_vnni(isa)) {
+    const bool done =
+        prepared
+            ? detail::indexer_scores_prepared_avx512vnni(q, n_heads, head_dim, keys, prepared, k0, k1, w, scores, fn)
+            : detail::indexer_scores_packed_avx512vnni(q, n_heads, head_dim, keys, k0, k1, w, scores, fn);
+    if (done) return;
+  }
+#else
+  (void)prepared;
+#endif
+  constexpr int64_t kSlice = 256;  // keys decoded at a time (128 KiB at head_dim 128: stays in L2)
+  const int64_t key_bytes = index_key_bytes(head_dim);
+  thread_local std::vector<float> buf;
+  if (buf.size() < static_cast<size_t>(kSlice * head_dim)) buf.resize(static_cast<size_t>(kSlice * head_dim));
+  for (int64_t s0 = k0; s0 < k1; s0 += kSlice) {
+    const int64_t n = std::min(kSlice, k1 - s0);
+    for (int64_t t = 0; t < n; ++t)
+      decode_index_key({keys[s0 + t], static_cast<size_t>(key_bytes)},
+                       {buf.data() + t * head_dim, static_cast<size_t>(head_dim)});
+    fn(q, n_heads, head_dim, buf.data(), 0, n, w, scores + s0);
+  }
+}
+
+void packed_scores(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
+                   const IndexerKeyLine* prepared, int64_t n_keys, const float* w, float* scores,
+                   const AttentionOptions& opt) {
+  const Isa isa = resolve_isa(opt.isa);
+  const int64_t grain = packed_grain(n_heads, head_dim);
+  if (!opt.pool || opt.pool->n_slots(n_keys, grain) <= 1)
+    return packed_chunk(q, n_heads, head_dim, keys, prepared, 0, n_keys, w, scores, isa);
+  opt.pool->parallel_for(n_keys, grain, [&](int64_t k0, int64_t k1, int) {
+    packed_chunk(q, n_heads, head_dim, keys, prepared, k0, k1, w, scores, isa);
+  });
+}
+
+}  // namespace
+
 void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
                            int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt) {
   DSV4_CHECK(n_heads > 0 && head_dim > 0 && head_dim % kIndexKeyBlock == 0 && n_keys >= 0,
              "indexer_scores_packed: bad shape");
   if (n_keys == 0) return;
-  const Isa isa = resolve_isa(opt.isa);
-  const auto fn = detail::indexer_scores_for(isa);
-  const int64_t key_bytes = index_key_bytes(head_dim);
-  [[maybe_unused]] const bool vnni = packed_on_vnni(isa);
-  // Chunks start on multiples of 32 keys, as indexer_scores's do, so the loops' key groups are the same.
-  auto chunk = [&](int64_t k0, int64_t k1) {
+  packed_scores(q, n_heads, head_dim, keys, nullptr, n_keys, w, scores, opt);
+}
+
+int64_t indexer_prepared_lines(int64_t n_keys, int64_t head_dim, Isa isa) {
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx2) return detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores);
-    if (vnni && detail::indexer_scores_packed_avx512vnni(q, n_heads, head_dim, keys, k0, k1, w, scores, fn)) return;
+  if (n_keys > 0 && head_dim > 0 && head_dim % kIndexKeyBlock == 0 && packed_on_vnni(resolve_isa(isa)))
+    return detail::indexer_prepared_lines_avx512vnni(n_keys, head_dim);
+#else
+  (void)n_keys, (void)head_dim, (void)isa;
 #endif
-    constexpr int64_t kSlice = 256;  // keys decoded at a time (128 KiB at head_dim 128: stays in L2)
-    thread_local std::vector<float> buf;
-    if (buf.size() < static_cast<size_t>(kSlice * head_dim)) buf.resize(static_cast<size_t>(kSlice * head_dim));
-    for (int64_t s0 = k0; s0 < k1; s0 += kSlice) {
-      const int64_t n = std::min(kSlice, k1 - s0);
-      for (int64_t t = 0; t < n; ++t)
-        decode_index_key({keys[s0 + t], static_cast<size_t>(key_bytes)},
-                         {buf.data() + t * head_dim, static_cast<size_t>(head_dim)});
-      fn(q, n_heads, head_dim, buf.data(), 0, n, w, scores + s0);
-    }
-  };
-  const int64_t per_key = n_heads * head_dim;
-  const int64_t kGrain = std::max<int64_t>(32, (((int64_t{1} << 20) / per_key + 31) / 32) * 32);
-  if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1) return chunk(0, n_keys);
-  opt.pool->parallel_for(n_keys, kGrain, [&](int64_t k0, int64_t k1, int) { chunk(k0, k1); });
+  return 0;
+}
+
+void indexer_prepare_packed(const uint8_t* const* keys, int64_t n_keys, int64_t head_dim, IndexerKeyLine* lines,
+                            const AttentionOptions& opt) {
+  DSV4_CHECK(indexer_prepared_lines(n_keys, head_dim, opt.isa) > 0,
+             "indexer_prepare_packed: this ISA / head_dim has no prepared form (indexer_prepared_lines)");
+#if defined(__x86_64__)
+  constexpr int64_t kGrain = 256;  // whole 16-key groups; ~100 us of conversion at head_dim 128
+  if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1)
+    return detail::indexer_prepare_packed_avx512vnni(keys, head_dim, 0, n_keys, lines);
+  opt.pool->parallel_for(n_keys, kGrain, [&](int64_t k0, int64_t k1, int) {
+    detail::indexer_prepare_packed_avx512vnni(keys, head_dim, k0, k1, lines);
+  });
+#endif
+}
+
+void indexer_scores_prepared(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
+                             const IndexerKeyLine* lines, int64_t n_prepared, int64_t n_visible, const float* w,
+                             float* scores, const AttentionOptions& opt) {
+  DSV4_CHECK(n_heads > 0 && head_dim > 0 && head_dim % kIndexKeyBlock == 0 && n_visible >= 0 &&
+                 n_visible <= n_prepared && lines != nullptr && packed_on_vnni(resolve_isa(opt.isa)),
+             "indexer_scores_prepared: bad shape, more keys than prepared, or an ISA without the prepared form");
+  if (n_visible == 0) return;
+  packed_scores(q, n_heads, head_dim, keys, lines, n_visible, w, scores, opt);
 }
 
 namespace {

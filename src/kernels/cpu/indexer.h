@@ -52,6 +52,23 @@ void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, co
 // a caller scoring many queries against one key set then decodes once and calls indexer_scores).
 bool indexer_reads_packed_keys(Isa isa);
 
+// Many queries against one packed key set (prefill: query i sees a prefix of the keys): on the ISAs that
+// score packed keys through a converted form (the AVX-512 tiers' VNNI path), the keys converted once into
+// `lines` instead of once per query. indexer_prepared_lines is how many lines n_keys keys take (0: this ISA
+// or head_dim has no such form: call indexer_scores_packed per query instead); indexer_prepare_packed fills
+// them (keys split across opt.pool); indexer_scores_prepared then gives indexer_scores_packed's scores of keys
+// [0, n_visible) bit for bit, for any n_visible ≤ n_prepared (the n_keys prepared; checked). `keys` must stay valid: a key the
+// integer path does not take, or a q it does not take, is scored from its row.
+struct alignas(64) IndexerKeyLine {
+  uint8_t bytes[64];
+};
+int64_t indexer_prepared_lines(int64_t n_keys, int64_t head_dim, Isa isa);
+void indexer_prepare_packed(const uint8_t* const* keys, int64_t n_keys, int64_t head_dim, IndexerKeyLine* lines,
+                            const AttentionOptions& opt);
+void indexer_scores_prepared(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
+                             const IndexerKeyLine* lines, int64_t n_prepared, int64_t n_visible, const float* w,
+                             float* scores, const AttentionOptions& opt);
+
 // Working memory of topk_desc, reused across calls.
 struct TopkScratch {
   std::vector<uint32_t> keys;

@@ -32,6 +32,7 @@
 
 #include "core/kv_row.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/indexer.h"
 
 namespace dsv4::kernels::detail {
 namespace {
@@ -43,6 +44,11 @@ constexpr int kMaxHeads = 128;
 constexpr int kBlockHeads = 4;  // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
 constexpr int kMaxShift = 3;    // a block at most 2^3 above its vector's lowest scale (see the top)
 constexpr int kKeyOffset = 96;  // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
+
+// The shapes the fixed buffers hold (QInts, the per-thread group).
+inline bool vnni_shape(int64_t n_heads, int64_t d) {
+  return d % 32 == 0 && d <= kMaxDim && n_heads <= kMaxHeads;
+}
 
 // q converted once per call: I · 2^shift [n_heads][d] (signed bytes, |·| ≤ 15 · 8), per head 2^E_min and the
 // accumulator start −96 · Σ (which cancels the keys' offset).
@@ -88,12 +94,30 @@ bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
   return true;
 }
 
-// One group of 16 keys: bytes[b][s] = lane j holding key j's elements 32b + 4s .. + 3 as I · 2^shift + 96,
-// and per key 2^E_min.
-struct KeyGroup {
-  alignas(64) uint8_t bytes[kMaxBlocks][8][64];
-  alignas(64) float scale[kGroupKeys];
-};
+// One group of 16 keys in group_lines(d) = 8·nb + 2 lines of 64 bytes: line 8b + s holds step s of block b
+// (lane j: key j's elements 32b + 4s .. + 3 as I · 2^shift + 96), line 8·nb the keys' 2^E_min, line 8·nb + 1
+// (first dword) the mask of the keys the fp32 loop takes. The same layout serves one call (a per-thread
+// group) and many (indexer_prepare_packed: every group of a key set, converted once).
+inline int64_t group_lines(int64_t d) {
+  return 8 * (d / 32) + 2;
+}
+inline uint8_t* step_line(IndexerKeyLine* g, int64_t b, int64_t s) {
+  return g[8 * b + s].bytes;
+}
+inline const uint8_t* step_line(const IndexerKeyLine* g, int64_t b, int64_t s) {
+  return g[8 * b + s].bytes;
+}
+inline float* scale_line(IndexerKeyLine* g, int64_t nb) {
+  return reinterpret_cast<float*>(g[8 * nb].bytes);
+}
+inline const float* scale_line(const IndexerKeyLine* g, int64_t nb) {
+  return reinterpret_cast<const float*>(g[8 * nb].bytes);
+}
+inline uint32_t fallback_mask(const IndexerKeyLine* g, int64_t nb) {
+  uint32_t m;
+  std::memcpy(&m, g[8 * nb + 1].bytes, sizeof(m));
+  return m;
+}
 
 // The key byte of each (shift, code): entry 16·shift + code = 2·E2M1(code) · 2^shift + 96.
 struct KeyTable {
@@ -110,10 +134,10 @@ constexpr KeyTable kKeyTable = make_key_table();
 // Codes and scale codes of zeros, for the lanes of a group past its last key (scale code 0 flags them).
 alignas(64) constexpr uint8_t kEmptyKey[kMaxDim / 2 + kMaxBlocks] = {};
 
-// Fills g from packed keys t0 .. t0 + nk − 1 (nk ≤ 16); returns the mask of the keys the fp32 loop takes: a
+// Fills group g from packed keys t0 .. t0 + nk − 1 (nk ≤ 16), with the mask of the keys the fp32 loop takes: a
 // scale code outside [72, 184] (|E| > 56, NaN included), or nonzero blocks more than kMaxShift binades
 // apart. Their lanes (and those past nk) hold finite values that the caller overwrites.
-unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, KeyGroup& g) {
+void convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, IndexerKeyLine* g) {
   const int64_t nb = d / 32;
   const uint8_t* src[kGroupKeys];
   // Scale codes of blocks 4c .. 4c + 3 of key j in quads[c][j] (one dword load per key and quad; a last
@@ -134,7 +158,7 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
     return _mm512_and_si512(_mm512_srli_epi32(_mm512_load_si512(quads[b / 4]), static_cast<unsigned>(8 * (b % 4))),
                             _mm512_set1_epi32(0xFF));
   };
-  // Pass 1: the code dwords transposed (kept in g.bytes, which pass 2 overwrites in place), which blocks
+  // Pass 1: the code dwords transposed (kept in the step lines, which pass 2 overwrites in place), which blocks
   // are nonzero (codes other than ±0: 0 and 8), and per key the lowest and highest scale code among them.
   const __m512i magnitude = _mm512_set1_epi32(0x77777777);
   __mmask16 bad = 0, nonzero[kMaxBlocks];
@@ -153,7 +177,7 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
     const __m512i a2 = _mm512_unpacklo_epi32(z[2], z[3]), a3 = _mm512_unpackhi_epi32(z[2], z[3]);
     const __m512i t[4] = {_mm512_unpacklo_epi64(a0, a2), _mm512_unpackhi_epi64(a0, a2), _mm512_unpacklo_epi64(a1, a3),
                           _mm512_unpackhi_epi64(a1, a3)};
-    for (int m = 0; m < 4; ++m) _mm512_store_si512(g.bytes[b][m], t[m]);
+    for (int m = 0; m < 4; ++m) _mm512_store_si512(step_line(g, b, m), t[m]);
     const __m512i any = _mm512_or_si512(_mm512_or_si512(t[0], t[1]), _mm512_or_si512(t[2], t[3]));
     nonzero[b] = _mm512_test_epi32_mask(any, magnitude);
     const __m512i e = codes(b);
@@ -163,8 +187,8 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
   }
   bad |= _mm512_cmpgt_epi32_mask(_mm512_sub_epi32(hi, lo), _mm512_set1_epi32(kMaxShift));  // all-zero keys: < 0
   lo = _mm512_mask_mov_epi32(lo, bad | _mm512_cmpeq_epi32_mask(lo, _mm512_set1_epi32(255)), _mm512_set1_epi32(128));
-  _mm512_store_ps(
-      g.scale, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(lo, _mm512_set1_epi32(1)), 23)));  // 2^(e − 128)
+  _mm512_store_ps(scale_line(g, nb), _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(lo, _mm512_set1_epi32(1)),
+                                                                           23)));  // 2^(e − 128)
 
   // Pass 2, per step: byte k of a dword lane takes bits 4k.. of the lane's low word (even step) or high word
   // (odd step); a qword holds two lanes, so the second lane's selectors are 32 further. The nibble, with the
@@ -176,17 +200,18 @@ unsigned convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t
     const __m512i shift = _mm512_maskz_sub_epi32(nonzero[b] & static_cast<__mmask16>(~bad), codes(b), lo);
     const __m512i sb = _mm512_mullo_epi32(shift, _mm512_set1_epi32(0x10101010));  // shift · 16 in every byte
     __m512i t[4];  // all four read before the block's eight steps overwrite them
-    for (int m = 0; m < 4; ++m) t[m] = _mm512_load_si512(g.bytes[b][m]);
+    for (int m = 0; m < 4; ++m) t[m] = _mm512_load_si512(step_line(g, b, m));
     // Dword m of a key: elements 8m .. 8m + 7 of the block, steps 2m (low word) and 2m + 1.
     for (int m = 0; m < 4; ++m) {
       // (selected & 0x0F) | shift bits: ternary-logic function 0xEA = (A & B) | C.
       const __m512i lo_idx = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(even, t[m]), nibble, sb, 0xEA);
       const __m512i hi_idx = _mm512_ternarylogic_epi32(_mm512_multishift_epi64_epi8(odd, t[m]), nibble, sb, 0xEA);
-      _mm512_store_si512(g.bytes[b][2 * m], _mm512_permutexvar_epi8(lo_idx, table));
-      _mm512_store_si512(g.bytes[b][2 * m + 1], _mm512_permutexvar_epi8(hi_idx, table));
+      _mm512_store_si512(step_line(g, b, 2 * m), _mm512_permutexvar_epi8(lo_idx, table));
+      _mm512_store_si512(step_line(g, b, 2 * m + 1), _mm512_permutexvar_epi8(hi_idx, table));
     }
   }
-  return bad & ((1u << nk) - 1u);
+  const uint32_t fallback = bad & ((1u << nk) - 1u);
+  std::memcpy(g[8 * nb + 1].bytes, &fallback, sizeof(fallback));
 }
 
 inline __m512 round_bf16(__m512 v) {  // to nearest even, finite inputs (core/formats.h round_bf16)
@@ -214,17 +239,17 @@ inline void add_head(__m512i acc, __m512 ks, float qs, float w, __m512d& lo, __m
 // pass, they left the VPDPBUSD pipes idle: 62% of their peak before, see the commit). NB: blocks per head
 // when known at compile time (4: head_dim 128), else 0.
 template <int NH, int NB, bool kDone>
-inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const KeyGroup& g, __m512i (&acc)[NH],
+inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const IndexerKeyLine* g, __m512i (&acc)[NH],
                        const __m512i (&done)[NH], int64_t h_done, const float* w, __m512d& lo, __m512d& hi) {
   const int64_t nb = NB > 0 ? NB : d / 32;
-  const __m512 ks = _mm512_load_ps(g.scale);
+  const __m512 ks = _mm512_load_ps(scale_line(g, nb));
 #pragma GCC unroll 8
   for (int h = 0; h < NH; ++h) acc[h] = _mm512_set1_epi32(q.init[h0 + h]);
 #pragma GCC unroll 4
   for (int64_t b = 0; b < nb; ++b) {
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      const __m512i kv = _mm512_load_si512(g.bytes[b][s]);
+      const __m512i kv = _mm512_load_si512(step_line(g, b, s));
 #pragma GCC unroll 8
       for (int h = 0; h < NH; ++h) {
         // NOTE: inline asm: GCC neither folds the q broadcast into VPDPBUSD nor keeps the chains in
@@ -240,61 +265,102 @@ inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const KeyGroup& g,
   }
 }
 
+// Scores keys t0 .. t0 + nk − 1 (nk ≤ 16) from their converted group g; keys flagged in g take the fp32 loop
+// on their decoded rows.
 template <int NB>
-void score_groups(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t k0,
-                  int64_t k1, const float* w, float* scores, IndexerScoresFn fp32) {
-  thread_local KeyGroup g;
+void score_group(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t t0,
+                 int64_t nk, const IndexerKeyLine* g, const float* w, float* scores, IndexerScoresFn fp32) {
+  const int64_t nb = d / 32;
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  const __m512 ks = _mm512_load_ps(scale_line(g, nb));
+  int64_t h = 0;
+  if (n_heads >= kBlockHeads) {
+    // Each pass's heads finish in the next pass (heads_pass kDone), the last ones after the loop.
+    __m512i done[kBlockHeads], acc[kBlockHeads];
+    heads_pass<kBlockHeads, NB, false>(qi, d, 0, g, done, done, 0, w, lo, hi);
+    for (h = kBlockHeads; h + kBlockHeads <= n_heads; h += kBlockHeads) {
+      heads_pass<kBlockHeads, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, lo, hi);
+      for (int i = 0; i < kBlockHeads; ++i) done[i] = acc[i];
+    }
+    for (int i = 0; i < kBlockHeads; ++i)
+      add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
+  }
+  for (; h < n_heads; ++h) {
+    __m512i one[1];
+    heads_pass<1, NB, false>(qi, d, h, g, one, one, 0, w, lo, hi);
+    add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
+  }
+  alignas(64) float out[kGroupKeys];
+  _mm512_store_ps(out,
+                  round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
+  const uint32_t fallback = fallback_mask(g, nb) & ((1u << nk) - 1u);
+  if (fallback != 0) {
+    thread_local float decoded[kGroupKeys * kMaxDim];
+    float raw[kGroupKeys];
+    const int64_t key_bytes = index_key_bytes(d);
+    for (int64_t j = 0; j < nk; ++j)
+      decode_index_key({keys[t0 + j], static_cast<size_t>(key_bytes)}, {decoded + j * d, static_cast<size_t>(d)});
+    fp32(q, n_heads, d, decoded, 0, nk, w, raw);
+    for (int64_t j = 0; j < nk; ++j)
+      if (fallback & (1u << j)) out[j] = raw[j];
+  }
+  std::memcpy(scores + t0, out, static_cast<size_t>(nk) * sizeof(float));
+}
+
+// Keys [k0, k1): each group converted into one per-thread group (prepared == nullptr), or read from the
+// prepared groups of the whole key set (k0 a multiple of 16).
+template <int NB>
+void score_range(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t k0,
+                 int64_t k1, const IndexerKeyLine* prepared, const float* w, float* scores, IndexerScoresFn fp32) {
+  thread_local IndexerKeyLine own[8 * kMaxBlocks + 2];
+  const int64_t lines = group_lines(d);
   for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys) {
     const int64_t nk = k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys;
-    const unsigned fallback = convert_keys(keys, d, t0, nk, g);
-    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-    const __m512 ks = _mm512_load_ps(g.scale);
-    int64_t h = 0;
-    if (n_heads >= kBlockHeads) {
-      // Each pass's heads finish in the next pass (heads_pass kDone), the last ones after the loop.
-      __m512i done[kBlockHeads], acc[kBlockHeads];
-      heads_pass<kBlockHeads, NB, false>(qi, d, 0, g, done, done, 0, w, lo, hi);
-      for (h = kBlockHeads; h + kBlockHeads <= n_heads; h += kBlockHeads) {
-        heads_pass<kBlockHeads, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, lo, hi);
-        for (int i = 0; i < kBlockHeads; ++i) done[i] = acc[i];
-      }
-      for (int i = 0; i < kBlockHeads; ++i)
-        add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
+    const IndexerKeyLine* g = own;
+    if (prepared) {
+      g = prepared + (t0 / kGroupKeys) * lines;
+    } else {
+      convert_keys(keys, d, t0, nk, own);
     }
-    for (; h < n_heads; ++h) {
-      __m512i one[1];
-      heads_pass<1, NB, false>(qi, d, h, g, one, one, 0, w, lo, hi);
-      add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
-    }
-    alignas(64) float out[kGroupKeys];
-    _mm512_store_ps(
-        out, round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
-    if (fallback != 0) {
-      thread_local float decoded[kGroupKeys * kMaxDim];
-      float raw[kGroupKeys];
-      const int64_t key_bytes = index_key_bytes(d);
-      for (int64_t j = 0; j < nk; ++j)
-        decode_index_key({keys[t0 + j], static_cast<size_t>(key_bytes)}, {decoded + j * d, static_cast<size_t>(d)});
-      fp32(q, n_heads, d, decoded, 0, nk, w, raw);
-      for (int64_t j = 0; j < nk; ++j)
-        if (fallback & (1u << j)) out[j] = raw[j];
-    }
-    std::memcpy(scores + t0, out, static_cast<size_t>(nk) * sizeof(float));
+    score_group<NB>(qi, n_heads, d, q, keys, t0, nk, g, w, scores, fp32);
   }
+}
+
+bool score(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0, int64_t k1,
+           const IndexerKeyLine* prepared, const float* w, float* scores, IndexerScoresFn fp32) {
+  thread_local QInts qi;
+  if (!vnni_shape(n_heads, d) || !convert_q(q, n_heads, d, qi)) return false;
+  if (d == 128) {
+    score_range<4>(qi, n_heads, d, q, keys, k0, k1, prepared, w, scores, fp32);
+  } else {
+    score_range<0>(qi, n_heads, d, q, keys, k0, k1, prepared, w, scores, fp32);
+  }
+  return true;
 }
 
 }  // namespace
 
 bool indexer_scores_packed_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
                                       int64_t k0, int64_t k1, const float* w, float* scores, IndexerScoresFn fp32) {
-  thread_local QInts qi;
-  if (d % 32 != 0 || d > kMaxDim || n_heads > kMaxHeads || !convert_q(q, n_heads, d, qi)) return false;
-  if (d == 128) {
-    score_groups<4>(qi, n_heads, d, q, keys, k0, k1, w, scores, fp32);
-  } else {
-    score_groups<0>(qi, n_heads, d, q, keys, k0, k1, w, scores, fp32);
-  }
-  return true;
+  return score(q, n_heads, d, keys, k0, k1, nullptr, w, scores, fp32);
+}
+
+int64_t indexer_prepared_lines_avx512vnni(int64_t n_keys, int64_t d) {
+  if (!vnni_shape(1, d)) return 0;
+  return (n_keys + kGroupKeys - 1) / kGroupKeys * group_lines(d);
+}
+
+void indexer_prepare_packed_avx512vnni(const uint8_t* const* keys, int64_t d, int64_t k0, int64_t k1,
+                                       IndexerKeyLine* lines) {
+  const int64_t per_group = group_lines(d);
+  for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys)
+    convert_keys(keys, d, t0, k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys, lines + (t0 / kGroupKeys) * per_group);
+}
+
+bool indexer_scores_prepared_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
+                                        const IndexerKeyLine* lines, int64_t k0, int64_t k1, const float* w,
+                                        float* scores, IndexerScoresFn fp32) {
+  return score(q, n_heads, d, keys, k0, k1, lines, w, scores, fp32);
 }
 
 }  // namespace dsv4::kernels::detail

@@ -80,10 +80,21 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   thread_local std::vector<const uint8_t*> key_rows;   // [n_entries] (packed keys in place)
   thread_local std::vector<float> scores;              // [visible]
   thread_local kernels::TopkScratch topk_scratch;
+  thread_local ScratchVec<kernels::IndexerKeyLine> prepared;  // the keys converted once for n > 1 queries
   float* keys = nullptr;
+  bool use_prepared = false;
   if (packed) {
     grow_only(key_rows, stored.size(), room);
     for (int64_t t = 0; t < stored.size(); ++t) key_rows[static_cast<size_t>(t)] = stored.row_bytes(t);
+    // Several queries (prefill) against one key set: where the scorer reads packed keys through a converted
+    // form (the AVX-512 VNNI path), convert once per call instead of once per query (~16% of a query's
+    // scoring at 16K keys).
+    const int64_t lines = n > 1 ? kernels::indexer_prepared_lines(stored.size(), hd, ctx.exec.isa) : 0;
+    if (lines > 0) {
+      grow_only(prepared, lines, kernels::indexer_prepared_lines(room, hd, ctx.exec.isa));
+      kernels::indexer_prepare_packed(key_rows.data(), stored.size(), hd, prepared.data(), {ctx.exec.isa, ctx.exec.pool});
+      use_prepared = true;
+    }
   } else {
     keys = grow_only(key_scratch, stored.size() * hd, room * hd);
     for (int64_t t = 0; t < stored.size(); ++t) stored.read(t, keys + t * hd);
@@ -107,7 +118,10 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
     grow_only(scores, visible, room);
     auto& sel = (*selected)[static_cast<size_t>(i)];
     grow_only(sel, k, c.index_topk);
-    if (packed) {
+    if (use_prepared) {
+      kernels::indexer_scores_prepared(q + i * nh * hd, nh, hd, key_rows.data(), prepared.data(), stored.size(), visible,
+                                       wts + i * nh, scores.data(), kopt);
+    } else if (packed) {
       kernels::indexer_scores_packed(q + i * nh * hd, nh, hd, key_rows.data(), visible, wts + i * nh, scores.data(),
                                      kopt);
     } else if (fast) {

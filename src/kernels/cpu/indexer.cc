@@ -13,25 +13,15 @@
 
 namespace dsv4::kernels {
 
-void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const float* keys, int64_t n_keys,
-                    const float* w, float* scores, const AttentionOptions& opt) {
-  DSV4_CHECK(n_heads > 0 && head_dim > 0 && n_keys >= 0, "indexer_scores: bad shape");
-  if (n_keys == 0) return;
-  const auto fn = detail::indexer_scores_for(resolve_isa(opt.isa));
-  // Whole 32-key groups per chunk (the VDPBF16PS loop's; two of the other loops' 16-key tiles), and at
-  // least ~1M multiply-adds per chunk (~8 us on VDPBF16PS): each chunk converts q again, and a small call
-  // should not pay a pool wake-up for microseconds of work.
-  const int64_t per_key = n_heads * head_dim;
-  const int64_t kGrain = std::max<int64_t>(32, (((int64_t{1} << 20) / per_key + 31) / 32) * 32);
-  if (!opt.pool || opt.pool->n_slots(n_keys, kGrain) <= 1) {
-    fn(q, n_heads, head_dim, keys, 0, n_keys, w, scores);
-    return;
-  }
-  opt.pool->parallel_for(n_keys, kGrain,
-                         [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
-}
-
 namespace {
+
+// Keys per pool chunk, for float and packed keys alike: whole 32-key groups (the VDPBF16PS loop's; two or
+// more of the other loops' groups, so a key's group does not depend on the split), and at least ~1M
+// multiply-adds per chunk (~8 us on VDPBF16PS): each chunk converts q again, and a small call should not
+// pay a pool wake-up for microseconds of work.
+int64_t score_grain(int64_t n_heads, int64_t head_dim) {
+  return std::max<int64_t>(32, (((int64_t{1} << 20) / (n_heads * head_dim) + 31) / 32) * 32);
+}
 
 // The AVX-512 tiers read packed keys on VPDPBUSD where the CPU has VNNI and VBMI (indexer_int8_avx512.cc);
 // kAmx keeps its AMX-BF16 tiles.
@@ -41,18 +31,26 @@ bool packed_on_vnni(Isa resolved) {
 
 }  // namespace
 
+void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const float* keys, int64_t n_keys,
+                    const float* w, float* scores, const AttentionOptions& opt) {
+  DSV4_CHECK(n_heads > 0 && head_dim > 0 && n_keys >= 0, "indexer_scores: bad shape");
+  if (n_keys == 0) return;
+  const auto fn = detail::indexer_scores_for(resolve_isa(opt.isa));
+  const int64_t grain = score_grain(n_heads, head_dim);
+  if (!opt.pool || opt.pool->n_slots(n_keys, grain) <= 1) {
+    fn(q, n_heads, head_dim, keys, 0, n_keys, w, scores);
+    return;
+  }
+  opt.pool->parallel_for(n_keys, grain,
+                         [&](int64_t k0, int64_t k1, int) { fn(q, n_heads, head_dim, keys, k0, k1, w, scores); });
+}
+
 bool indexer_reads_packed_keys(Isa isa) {
   const Isa resolved = resolve_isa(isa);
   return resolved == Isa::kAvx2 || packed_on_vnni(resolved);
 }
 
 namespace {
-
-// Whole 32-key groups per chunk (the VDPBF16PS loop's; two or more of the other loops' groups), and at least
-// ~1M multiply-adds per chunk (see indexer_scores).
-int64_t packed_grain(int64_t n_heads, int64_t head_dim) {
-  return std::max<int64_t>(32, (((int64_t{1} << 20) / (n_heads * head_dim) + 31) / 32) * 32);
-}
 
 // One pool chunk of packed-key scores, keys [k0, k1) (k0 a multiple of 32); `prepared`: the VNNI path's
 // converted groups of the whole key set, or nullptr.
@@ -88,7 +86,7 @@ void packed_scores(const float* q, int64_t n_heads, int64_t head_dim, const uint
                    const IndexerKeyLine* prepared, int64_t n_keys, const float* w, float* scores,
                    const AttentionOptions& opt) {
   const Isa isa = resolve_isa(opt.isa);
-  const int64_t grain = packed_grain(n_heads, head_dim);
+  const int64_t grain = score_grain(n_heads, head_dim);
   if (!opt.pool || opt.pool->n_slots(n_keys, grain) <= 1)
     return packed_chunk(q, n_heads, head_dim, keys, prepared, 0, n_keys, w, scores, isa);
   opt.pool->parallel_for(n_keys, grain, [&](int64_t k0, int64_t k1, int) {

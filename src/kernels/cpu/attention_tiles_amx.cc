@@ -45,12 +45,7 @@ inline bool bf16_exact(const float* x, int64_t n) {
   return _mm512_test_epi32_mask(low, low) == 0;
 }
 
-inline __m512 round_bf16_ps(__m512 v) {
-  __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-  return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_finite_x16
 
 }  // namespace
 
@@ -123,14 +118,14 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
     for (int64_t h = 0; h < n_heads; ++h) {
       const __m512 dot = _mm512_i32gather_ps(gather_idx, &c[0][h], 4);
-      const __m512 sv = _mm512_max_ps(round_bf16_ps(dot), zero);
-      const __m512 term = round_bf16_ps(_mm512_mul_ps(sv, _mm512_set1_ps(w[h])));
+      const __m512 sv = _mm512_max_ps(round_bf16_finite_x16(dot), zero);
+      const __m512 term = round_bf16_finite_x16(_mm512_mul_ps(sv, _mm512_set1_ps(w[h])));
       lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(term)));
       hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(term), 1))));
     }
     const __m512 sum = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
     const __mmask16 m = nk >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nk) - 1u);
-    _mm512_mask_storeu_ps(scores + t0, m, round_bf16_ps(sum));
+    _mm512_mask_storeu_ps(scores + t0, m, round_bf16_finite_x16(sum));
   }
   _tile_release();
 }

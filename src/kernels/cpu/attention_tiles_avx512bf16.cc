@@ -57,13 +57,7 @@ inline bool guard_ok(__m512i low, __m512i min_m1) {
   return _mm512_test_epi32_mask(low, low) == 0 && _mm512_reduce_min_epu32(min_m1) >= kMinMagnitudeM1;
 }
 
-// Round-to-nearest-even to bf16, kept in fp32 lanes (finite inputs; core/formats.h round_bf16).
-inline __m512 round_bf16_ps(__m512 v) {
-  __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-  return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_finite_x16
 
 // r[i] (row i, 16 dwords) → r[j] holding column j: 64 shuffles in four stages.
 inline void transpose16(__m512i* r) {
@@ -121,8 +115,8 @@ void heads_pass(const uint32_t* qpair, int64_t n_pairs, const __m512i* kt, const
     // rounding: the product may be denormal) and the double head sums, all in that order.
     const __m512i b16 = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(acc[2 * h + 1], acc[2 * h]));
     const __m512i s16 = _mm512_maskz_max_epi16(_mm512_cmple_epi16_mask(b16, inf16), b16, zero);
-    const __m512 t0 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, s16)), wh));
-    const __m512 t1 = round_bf16_ps(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, s16)), wh));
+    const __m512 t0 = round_bf16_finite_x16(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, s16)), wh));
+    const __m512 t1 = round_bf16_finite_x16(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, s16)), wh));
     sums[0] = _mm512_add_pd(sums[0], _mm512_cvtps_pd(_mm512_castps512_ps256(t0)));
     sums[1] = _mm512_add_pd(sums[1], _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t0), 1))));
     sums[2] = _mm512_add_pd(sums[2], _mm512_cvtps_pd(_mm512_castps512_ps256(t1)));
@@ -223,7 +217,7 @@ void indexer_scores_avx512bf16(const float* q, int64_t n_heads, int64_t d, const
     for (int v = 0; v < 2 && v * 16 < nk; ++v) {
       const int64_t n = nk - v * 16 < 16 ? nk - v * 16 : 16;
       _mm512_mask_storeu_ps(scores + t0 + v * 16, static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1u),
-                            round_bf16_ps(by_key[v]));
+                            round_bf16_finite_x16(by_key[v]));
     }
   }
 }

@@ -214,20 +214,15 @@ void convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk,
   std::memcpy(g[8 * nb + 1].bytes, &fallback, sizeof(fallback));
 }
 
-inline __m512 round_bf16(__m512 v) {  // to nearest even, finite inputs (core/formats.h round_bf16)
-  __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-  return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-}
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_finite_x16
 
 // The reference's per-head steps for one head's 16 keys, its dots being the exact integers acc times
 // ks · qs, added to the double head sums (keys 0-7 in lo, 8-15 in hi).
 inline void add_head(__m512i acc, __m512 ks, float qs, float w, __m512d& lo, __m512d& hi) {
   // |acc| ≤ 128 · 120 · 96 < 2^24: exact in fp32, and so is its product with a power of two (normal).
   const __m512 dot = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(ks, _mm512_set1_ps(qs)));
-  const __m512 s = _mm512_max_ps(round_bf16(dot), _mm512_setzero_ps());
-  const __m512 term = round_bf16(_mm512_mul_ps(s, _mm512_set1_ps(w)));
+  const __m512 s = _mm512_max_ps(round_bf16_finite_x16(dot), _mm512_setzero_ps());
+  const __m512 term = round_bf16_finite_x16(_mm512_mul_ps(s, _mm512_set1_ps(w)));
   lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(term)));
   hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(term, 1)));
 }
@@ -291,8 +286,8 @@ void score_group(const QInts& qi, int64_t n_heads, int64_t d, const float* q, co
     add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
   }
   alignas(64) float out[kGroupKeys];
-  _mm512_store_ps(out,
-                  round_bf16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
+  _mm512_store_ps(out, round_bf16_finite_x16(
+                           _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
   const uint32_t fallback = fallback_mask(g, nb) & ((1u << nk) - 1u);
   if (fallback != 0) {
     thread_local float decoded[kGroupKeys * kMaxDim];

@@ -22,6 +22,7 @@
 #include "kernels/cpu/bf16_refusals.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "kernels/cpu/quant_tiles.h"
+#include "kernels/cpu/row_pairs.h"
 #include "kernel_isas.h"
 
 namespace dsv4::kernels {
@@ -248,19 +249,55 @@ TEST(KernelQuantMatmul, Fp4GridOfShapesAgainstDequantizedDoubleOracle) {
   }
 }
 
-// fp4_gemm's two-row tiles read rows q and q + h of each 32-row block (row_pairs.h), the last tile of an
-// odd block one row: every block length 1..32 and every tail after whole blocks, against the oracle on
-// every ISA, serial and threaded (whose chunks start blocks at other rows).
+// fp4_gemm's two-row tiles (row_pairs.h) read, above 8 tokens, rows q and q + h of each 32-row block, the
+// last tile of an odd block one row, and at up to 8 tokens rows q and q + s of the range (decode order),
+// the last tile of an odd range one row: every row count 1..70 (every block length and tail) at both,
+// against the oracle on every ISA, serial and threaded (whose chunks start blocks at other rows).
 TEST(KernelQuantMatmul, Fp4FarPairTilesAtEveryRowCount) {
   std::mt19937 rng(77);
   ThreadPool pool(3);
   for (int64_t n = 1; n <= 70; ++n) {
-    for (int64_t m : {1, 3}) {
+    for (int64_t m : {1, 3, 9}) {
       Fp4Case c = make_fp4(rng, n, 64, 0);
       const std::vector<float> x = make_x(rng, m, 64, 0);
       check_shape(
           c.w, m, x.data(), fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
           "fp4 far pairs n=" + std::to_string(n) + " m=" + std::to_string(m));
+    }
+  }
+}
+
+// Decode order (row_pairs.h) cuts a thread's rows into spans of 1 MiB per stream: matrices of one span and
+// a half plus 3 rows (a whole span, then a short one whose length the tile rows do not divide), in every
+// format at 1 and 8 tokens, against the oracle on every ISA, serial and threaded.
+TEST(KernelQuantMatmul, DecodeOrderSpansAndTheirTails) {
+  std::mt19937 rng(31);
+  ThreadPool pool(3);
+  for (int64_t m : {1, 8}) {
+    const std::string tokens = " m=" + std::to_string(m);
+    {
+      const int64_t k = 16, n = detail::stream_span_rows(detail::kTileRows, k) * 3 / 2 + 3;
+      Fp8Case c = make_fp8(rng, n, k, 0);
+      const std::vector<float> x = make_x(rng, m, k, 0);
+      check_shape(
+          c.w, m, x.data(), fp8_gemm, [&](int64_t r, int64_t i) { return fp8_weight(c.w, r, i); }, pool,
+          "fp8 spans n=" + std::to_string(n) + tokens);
+    }
+    {
+      const int64_t k = 32, n = detail::stream_span_rows(detail::kTileRows, k / 2) * 3 / 2 + 3;
+      Fp4Case c = make_fp4(rng, n, k, 0);
+      const std::vector<float> x = make_x(rng, m, k, 0);
+      check_shape(
+          c.w, m, x.data(), fp4_gemm, [&](int64_t r, int64_t i) { return fp4_weight(c.w, r, i); }, pool,
+          "fp4 spans n=" + std::to_string(n) + tokens);
+    }
+    {
+      const int64_t k = 16, n = detail::stream_span_rows(detail::kBf16TileRows, 2 * k) * 3 / 2 + 3;
+      Bf16Case c = make_bf16(rng, n, k, 0);
+      const std::vector<float> x = make_x(rng, m, k, 0);
+      check_shape(
+          c.w, m, x.data(), bf16_gemm, [&](int64_t r, int64_t i) { return bf16_to_float(c.w.data[r * k + i]); },
+          pool, "bf16 spans n=" + std::to_string(n) + tokens);
     }
   }
 }

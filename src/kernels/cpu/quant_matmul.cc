@@ -1,6 +1,8 @@
-// kernels: fp8_gemm / fp4_gemm drivers — ISA dispatch (once per call), the row split across the thread
-// pool, and cache blocking: a block of rows is swept for each group of up to 8 tokens, so for prefill
-// the row block (≤ 64 KB of packed weights) stays in L2 while every token group reuses it.
+// kernels: fp8_gemm / fp4_gemm / bf16_gemm drivers — ISA dispatch (once per call), the row split across
+// the thread pool, and the row order: a call of up to 8 tokens (decode) streams its rows in decode order
+// (row_pairs.h: a few far-apart forward streams); above that, cache blocking: a block of rows is swept
+// for each group of up to 8 tokens, so for prefill the row block (≤ 64 KB of packed weights) stays in L2
+// while every token group reuses it.
 #include "kernels/cpu/quant_matmul.h"
 
 #include <algorithm>
@@ -76,8 +78,9 @@ bool try_amx(Isa isa, detail::AmxKOrder order, int64_t n_rows, int64_t k, const 
 }
 #endif
 
-// x: [n_tokens, ldx] in the tile's layout. far_pairs (two-row tiles only): tile q of a row block reads rows
-// q and q + h (row_pairs.h) instead of two adjacent rows.
+// x: [n_tokens, ldx] in the tile's layout. far_pairs (two-row tiles only; calls of more than 8 tokens:
+// decode order has its own): tile q of a row block reads rows q and q + h (row_pairs.h) instead of two
+// adjacent rows.
 // set_tokens(t, t0): the tile's fields that follow its first token besides x (BF16's packed activations).
 struct NoTokenFields {
   template <typename Tile>
@@ -94,6 +97,28 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
     Tile t;
     t.k = k;
     t.ldx = ldx;
+    if (n_tokens <= kTileTokens) {
+      // One token group (decode, small batches): no row block is reused, so the tiles run in decode
+      // order (row_pairs.h): kRows long streams far apart instead of adjacent rows.
+      t.prefetch = detail::kStreamPrefetchBytes;
+      t.n_tokens = static_cast<int>(n_tokens);
+      t.x = x;
+      set_tokens(t, 0);
+      const int64_t span = detail::stream_span_rows(kRows, row_bytes);
+      for (int64_t nb = r0; nb < r1; nb += span) {
+        const int64_t len = std::min(r1 - nb, span), step = detail::stream_step(len, kRows);
+        for (int64_t q = 0; q < step; ++q) {
+          t.n_rows = detail::stream_tile_rows(len, kRows, q);
+          for (int r = 0; r < t.n_rows; ++r) set_row(t, r, nb + q + r * step);
+          tile_fn(t);
+          for (int j = 0; j < t.n_tokens; ++j) {
+            float* o = out + j * n_rows + nb + q;
+            for (int r = 0; r < t.n_rows; ++r) o[r * step] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
+          }
+        }
+      }
+      return;
+    }
     t.prefetch = (far_pairs ? 1 : kRows) * row_bytes;  // the next tile's rows
     for (int64_t nb = r0; nb < r1; nb += kRowBlock) {
       const int64_t ne = std::min(r1, nb + kRowBlock);
@@ -157,9 +182,10 @@ void fp8_gemm(const Fp8Matrix& w, const float* x, int64_t n_tokens, float* out, 
   const int64_t prep = detail::fp8_scratch_floats(isa, n_tokens, w.n_cols);
   detail::Fp8Operand op = detail::fp8_operand(isa, x, n_tokens, w.n_cols, prep > 0 ? x_scratch(prep) : nullptr);
   if (op.x == x) op.x = aligned_x(x, n_tokens, w.n_cols);  // plain floats (may reuse the scratch: a refusal's)
-  // Rows shorter than a page (attn.wq_b and the indexer's wq_b: 1 KiB; w2 of the shared expert: 2 KiB) pair
-  // row q with q + h (row_pairs.h), as FP4 does: adjacent rows put both of a tile's streams in one page
-  // (dsv4 bench GEMV, 2 threads, AVX2: wq_b 16.5-17.6 -> 19.2-19.7 GB/s, 4096x2048 18.2 -> 22.9-23.5).
+  // Above 8 tokens, rows shorter than a page (attn.wq_b and the indexer's wq_b: 1 KiB; w2 of the shared
+  // expert: 2 KiB) pair row q with q + h (row_pairs.h), as FP4 does: adjacent rows put both of a tile's
+  // streams in one page (dsv4 bench GEMV, 2 threads, AVX2: wq_b 16.5-17.6 -> 19.2-19.7 GB/s, 4096x2048
+  // 18.2 -> 22.9-23.5, measured before decode order took the calls of up to 8 tokens).
   run_rows<detail::Fp8Tile>(w.n_rows, n_tokens, w.n_cols, op.x, op.ldx, out, opt, w.n_cols, op.tile, set_row,
                             /*far_pairs=*/w.n_cols < 4096);
 }

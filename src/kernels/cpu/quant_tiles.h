@@ -31,7 +31,9 @@ extern const float kE8m0ToFloat[256];
 // call): without it a pass took 35-40% longer than with T0 one row ahead in moe_layer's row orders (17-80%
 // over the orders tried); two or four rows ahead, the T1 or T2 hint, or a far T2 prefetch beside the
 // near T0 one were each within noise or slower. What moved the stream was how many row streams a pass
-// follows (the L2 streamer's look-ahead is per stream and page): dsv4_bench fp4_tile_stream/*.
+// follows (the L2 streamer's look-ahead is per stream and page): dsv4_bench fp4_tile_stream/*. (That was an
+// Intel core; on Zen 4 the same distance slows far-apart streams, and the GEMM drivers' decode order
+// passes 0: row_pairs.h, kStreamPrefetchBytes.)
 struct Fp8Tile {
   const uint8_t* w[kTileRows];  // E4M3 codes of each row, [k]
   const uint8_t* s[kTileRows];  // E8M0 scales of each row's 128-row block, [ceil(k/128)]

@@ -406,7 +406,9 @@ TEST(KernelIndexer, PreparedKeysMatchPackedScores) {
   ThreadPool pool(3);
   int64_t prepared_isas = 0;
   for (Isa isa : isas()) {
-    if (isa != Isa::kAvx512 && isa != Isa::kAvx512Bf16) EXPECT_EQ(indexer_prepared_lines(100, 128, isa), 0) << isa_name(isa);
+    if (isa != Isa::kAvx512 && isa != Isa::kAvx512Bf16) {
+      EXPECT_EQ(indexer_prepared_lines(100, 128, isa), 0) << isa_name(isa);
+    }
     for (int64_t hd : {64, 128, 288})
       for (int64_t n : {1, 17, 300, 600}) {
         const int64_t lines = indexer_prepared_lines(n, hd, isa);

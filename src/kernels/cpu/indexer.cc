@@ -142,10 +142,12 @@ namespace {
 
 // Order-preserving image of a float: a > b ⇔ key(a) > key(b), and −0 == +0 map to one key (the
 // reference compares with `>`, under which they tie).
+// Branch-free (a select and a sign mask), so the compiler vectorizes the first pass.
 inline uint32_t order_key(float f) {
-  if (f == 0.0f) f = 0.0f;
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  u = (u << 1) == 0 ? 0u : u;                                                // −0 → +0
+  const auto neg = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31);  // all ones when negative
+  return u ^ (neg | 0x80000000u);                                            // ~u, or u with the top bit set
 }
 
 }  // namespace
@@ -155,55 +157,76 @@ void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScra
   if (k == 0) return;
   auto& key = scratch.keys;
   key.resize(static_cast<size_t>(n));
-  // Radix select of the k-th largest key, one byte at a time from the top. Only the first two passes read
-  // all n keys (the top byte's histogram, then the split by it); each later byte is decided among the keys
-  // still tied with the threshold so far, kept in index order. (Six full passes before: 65 of the 75 us a
-  // 64K-context top-512 took, over 16K scores.)
-  // Four interleaved histograms: scores crowd into a few top bytes, and one counter would make every
-  // increment wait for the previous one's store.
-  int64_t hist4[4][256];
-  std::memset(hist4, 0, sizeof(hist4));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t v = order_key(scores[i]);
-    key[static_cast<size_t>(i)] = v;
-    ++hist4[i & 3][v >> 24];
+  // Radix select of the k-th largest key, 12 + 12 + 8 bits from the top. Only the first two passes read all
+  // n keys (the top digit's histogram, then the split by it); each later digit is decided among the keys
+  // still tied with the threshold so far, kept in index order. The top digit is 12 bits (sign, exponent,
+  // 3 mantissa bits) because scores crowd into a binade or two: an 8-bit digit (sign and 7 exponent bits)
+  // left nearly all n tied after it, so every later pass read them all again (16K scores ~ N(5, 1), top-512:
+  // 61 us with digits of 8 bits, TopkScratch's histograms of 12).
+  // Two interleaved histograms: one counter would make every increment of a crowded bucket wait for the
+  // previous one's store.
+  constexpr int kDigitBits[3] = {12, 12, 8};
+  constexpr int64_t kBuckets = int64_t{1} << 12;
+  auto& hist2 = scratch.hist;
+  hist2.assign(static_cast<size_t>(2 * kBuckets), 0);
+  uint32_t* h0 = hist2.data();
+  uint32_t* h1 = h0 + kBuckets;
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    const uint32_t a = order_key(scores[i]), b = order_key(scores[i + 1]);
+    key[static_cast<size_t>(i)] = a;
+    key[static_cast<size_t>(i + 1)] = b;
+    ++h0[a >> 20];
+    ++h1[b >> 20];
   }
-  int64_t hist[256];
-  for (int j = 0; j < 256; ++j) hist[j] = hist4[0][j] + hist4[1][j] + hist4[2][j] + hist4[3][j];
+  for (; i < n; ++i) {
+    const uint32_t a = order_key(scores[i]);
+    key[static_cast<size_t>(i)] = a;
+    ++h0[a >> 20];
+  }
   int64_t need = k;  // how many of the keys tied with the threshold so far still belong to the top k
-  int b = 255;
-  for (; b > 0 && need > hist[b]; --b) need -= hist[b];
+  int64_t b = kBuckets - 1;
+  for (; b > 0 && need > static_cast<int64_t>(h0[b] + h1[b]); --b) need -= h0[b] + h1[b];
   auto& picked = scratch.picked;  // certainly in the top k (any order: sorted below)
-  auto& tied = scratch.tied;      // equal to the threshold in every byte decided so far, in index order
-  picked.clear();
-  tied.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t top = key[static_cast<size_t>(i)] >> 24;
-    if (top > static_cast<uint32_t>(b)) picked.push_back(static_cast<int32_t>(i));
-    if (top == static_cast<uint32_t>(b)) tied.push_back(static_cast<int32_t>(i));
+  auto& tied = scratch.tied;      // equal to the threshold in every digit decided so far, in index order
+  picked.resize(static_cast<size_t>(n));
+  tied.resize(static_cast<size_t>(n));
+  size_t n_picked = 0, n_tied = 0;
+  for (int64_t j = 0; j < n; ++j) {  // branchless: a key near the threshold would mispredict either way
+    const uint32_t top = key[static_cast<size_t>(j)] >> 20;
+    picked[n_picked] = static_cast<int32_t>(j);
+    n_picked += top > static_cast<uint32_t>(b);
+    tied[n_tied] = static_cast<int32_t>(j);
+    n_tied += top == static_cast<uint32_t>(b);
   }
-  for (int shift = 16; shift >= 0 && need < static_cast<int64_t>(tied.size()); shift -= 8) {
-    std::memset(hist, 0, sizeof(hist));
-    for (int32_t i : tied) ++hist[(key[static_cast<size_t>(i)] >> shift) & 0xFFu];
-    b = 255;
-    for (; b > 0 && need > hist[b]; --b) need -= hist[b];
+  int shift = 32 - kDigitBits[0];
+  for (int d = 1; d < 3 && need < static_cast<int64_t>(n_tied); ++d) {
+    shift -= kDigitBits[d];
+    const uint32_t mask = (uint32_t{1} << kDigitBits[d]) - 1u;
+    std::fill(h0, h0 + (int64_t{1} << kDigitBits[d]), 0u);
+    for (size_t t = 0; t < n_tied; ++t) ++h0[(key[static_cast<size_t>(tied[t])] >> shift) & mask];
+    b = static_cast<int64_t>(mask);
+    for (; b > 0 && need > static_cast<int64_t>(h0[b]); --b) need -= h0[b];
     size_t kept = 0;
-    for (int32_t i : tied) {
-      const uint32_t byte = (key[static_cast<size_t>(i)] >> shift) & 0xFFu;
-      if (byte > static_cast<uint32_t>(b)) picked.push_back(i);
-      if (byte == static_cast<uint32_t>(b)) tied[kept++] = i;  // in place: kept <= the read position
+    for (size_t t = 0; t < n_tied; ++t) {
+      const int32_t j = tied[t];
+      const uint32_t digit = (key[static_cast<size_t>(j)] >> shift) & mask;
+      picked[n_picked] = j;
+      n_picked += digit > static_cast<uint32_t>(b);
+      tied[kept] = j;  // in place: kept <= t
+      kept += digit == static_cast<uint32_t>(b);
     }
-    tied.resize(kept);
+    n_tied = kept;
   }
   // The first `need` of the keys equal to the threshold in index order (the tie rule).
-  picked.insert(picked.end(), tied.begin(), tied.begin() + need);
-  DSV4_DCHECK(static_cast<int64_t>(picked.size()) == k, "topk_desc: selection count");
+  for (int64_t t = 0; t < need; ++t) picked[n_picked++] = tied[static_cast<size_t>(t)];
+  DSV4_CHECK(static_cast<int64_t>(n_picked) == k, "topk_desc: selection count");
   // Descending key, then ascending index: one 64-bit comparison of key << 32 | ~index.
   auto& order = scratch.order;
-  order.resize(picked.size());
-  for (size_t j = 0; j < picked.size(); ++j) {
-    const auto i = static_cast<uint32_t>(picked[j]);
-    order[j] = (static_cast<uint64_t>(key[i]) << 32) | ~i;
+  order.resize(n_picked);
+  for (size_t j = 0; j < n_picked; ++j) {
+    const auto idx = static_cast<uint32_t>(picked[j]);
+    order[j] = (static_cast<uint64_t>(key[idx]) << 32) | ~idx;
   }
   std::sort(order.begin(), order.end(), [](uint64_t x, uint64_t y) { return x > y; });
   for (size_t j = 0; j < order.size(); ++j) out[j] = static_cast<int32_t>(~static_cast<uint32_t>(order[j]));

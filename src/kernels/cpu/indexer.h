@@ -74,6 +74,7 @@ struct TopkScratch {
   std::vector<uint32_t> keys;
   std::vector<int32_t> picked, tied;
   std::vector<uint64_t> order;
+  std::vector<uint32_t> hist;
 };
 
 // The k largest of scores[n] in descending order, equal scores to the lower index; k ≤ n. O(n + k log k):

@@ -596,20 +596,22 @@ TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
   }
 }
 
-// Distinct floats that share their top bytes (a run of consecutive floats, a cluster of bf16 values, wide
-// normals): the select must decide every byte of the threshold; and all-equal scores (every key tied).
+// Distinct floats that share their top digits (a run of consecutive floats, a cluster of bf16 values, wide
+// normals): the select must decide every radix digit of the threshold; and all-equal scores (every key tied).
 TEST(KernelIndexer, TopkDecidesEveryByteOfTheThreshold) {
   std::mt19937 rng(19);
   TopkScratch scratch;
   for (int64_t n : {3, 100, 4096, 16384}) {
-    std::vector<std::vector<float>> cases(4, std::vector<float>(static_cast<size_t>(n)));
+    std::vector<std::vector<float>> cases(5, std::vector<float>(static_cast<size_t>(n)));
     std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_real_distribution<float> ud(0.0f, 0.06f);
     float x = 1.0f;
     for (int64_t i = 0; i < n; ++i) {
       cases[0][static_cast<size_t>(i)] = x = std::nextafter(x, 2.0f);  // one run, shuffled below
       cases[1][static_cast<size_t>(i)] = round_bf16(1.0f + 0.01f * nd(rng));  // many ties, low bytes zero
       cases[2][static_cast<size_t>(i)] = nd(rng) * 1e3f;
       cases[3][static_cast<size_t>(i)] = 0.0f;
+      cases[4][static_cast<size_t>(i)] = 1.0f + ud(rng);  // one 12-bit top digit, distinct below it
     }
     std::shuffle(cases[0].begin(), cases[0].end(), rng);
     for (const auto& s : cases)

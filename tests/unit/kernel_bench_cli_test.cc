@@ -136,17 +136,17 @@ TEST(KernelBenchCli, JsonReportAtTinySizes) {
     if (!row.contains("peak_insn")) continue;
     const std::string insn = row["peak_insn"];
     const std::string kernel = row["kernel"];
-    // AMX GEMMs multiply on tdpbf16ps; the AVX-512 bf16 and fp4 tiles on fp32 FMA; the fp8 tile on
-    // vdpbf16ps where the CPU has it (the rows' activations are fake-quantized: bf16-exact); the AVX2
-    // tiles on ymm FMA.
+    // AMX GEMMs multiply on tdpbf16ps; the AVX512-BF16 tiles (bf16, fp8 and fp4 alike) on vdpbf16ps (the
+    // rows' activations are fake-quantized: bf16-exact); the AVX-512 tiles on fp32 FMA; the AVX2 tiles on
+    // ymm FMA.
     if (kernel.find("/amx/") != std::string::npos) {
       EXPECT_EQ(insn, "tdpbf16ps") << kernel;
     } else if (kernel.find("/avx2/") != std::string::npos) {
       EXPECT_EQ(insn, "fma_f32_ymm") << kernel;
-    } else if (kernel.rfind("bf16_gemm/", 0) == 0 || kernel.rfind("fp4_gemm/", 0) == 0) {
-      EXPECT_EQ(insn, "fma_f32_zmm") << kernel;
+    } else if (kernel.find("/avx512bf16/") != std::string::npos) {
+      EXPECT_EQ(insn, "vdpbf16ps_zmm") << kernel;
     } else {
-      EXPECT_TRUE(insn == "vdpbf16ps_zmm" || insn == "fma_f32_zmm") << kernel;
+      EXPECT_EQ(insn, "fma_f32_zmm") << kernel;
     }
     EXPECT_NEAR(row["ratio_to_compute_peak"].get<double>(), row["gflops"].get<double>() / cp[insn]["threads_gflops"].get<double>(),
                 1e-9);

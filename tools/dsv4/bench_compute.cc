@@ -28,9 +28,9 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
     std::printf("  %-14s %-44s %12s %16s %14s\n", "instruction", "used by", "GFLOP/s/core", "GFLOP/s threads",
                 "per CPU-s");
     for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16}) {
-      const char* users = c->insn == ComputeInsn::kFp32Fma      ? "bf16, fp8 and fp4 tiles"
+      const char* users = c->insn == ComputeInsn::kFp32Fma      ? "AVX-512 bf16, fp8 and fp4 tiles"
                           : c->insn == ComputeInsn::kFp32FmaYmm ? "AVX2 bf16, fp8 and fp4 tiles"
-                          : c->insn == ComputeInsn::kBf16Dot    ? "(no tile: for comparison)"
+                          : c->insn == ComputeInsn::kBf16Dot    ? "AVX512-BF16 bf16, fp8 and fp4 tiles"
                                                                 : "AMX GEMMs (dense; experts >= 16 tok)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
@@ -64,6 +64,8 @@ std::optional<ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens
   const kernels::Isa path = kernels::gemm_path_isa(resolved_isa, n_tokens, n_cols, amx_min_tokens);
   if (path == kernels::Isa::kAmx && x_bf16_exact) return ComputeInsn::kAmxBf16;
   if (path == kernels::Isa::kAvx2) return ComputeInsn::kFp32FmaYmm;
+  // The kAvx512Bf16 tiles (FP8, FP4 and BF16 weights) multiply bf16-exact activations on VDPBF16PS.
+  if (path == kernels::Isa::kAvx512Bf16 && x_bf16_exact) return ComputeInsn::kBf16Dot;
   if (path != kernels::Isa::kAvx512 && path != kernels::Isa::kAvx512Bf16 && path != kernels::Isa::kAmx) return std::nullopt;
   return ComputeInsn::kFp32Fma;
 }

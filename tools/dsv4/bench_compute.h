@@ -29,8 +29,9 @@ enum class WeightFamily { kFp4, kFp8, kBf16 };
 
 // The instruction fp4_gemm / fp8_gemm / bf16_gemm spends its multiplies on for n_tokens activation rows
 // (quant_matmul.cc's dispatch): AMX tdpbf16ps from amx_min_tokens tokens (bf16-exact activations; the
-// model's AmxRouting gives it per weight role), else the AVX-512 tiles, all on fp32 FMA (FP8, FP4
-// nibble-plane and BF16 weights alike), or the AVX2 tiles on ymm FMA. nullopt for the scalar ISA.
+// model's AmxRouting gives it per weight role), else the AVX512-BF16 tiles on VDPBF16PS (kAvx512Bf16,
+// bf16-exact activations: FP8, FP4 and BF16 weights alike), the AVX-512 tiles on fp32 FMA, or the AVX2
+// tiles on ymm FMA. nullopt for the scalar ISA.
 std::optional<kernels::ComputeInsn> gemm_insn(kernels::Isa resolved_isa, int64_t n_tokens, int64_t n_cols,
                                               bool x_bf16_exact, int64_t amx_min_tokens);
 

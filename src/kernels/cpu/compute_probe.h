@@ -15,7 +15,7 @@ namespace dsv4::kernels {
 enum class ComputeInsn {
   kFp32Fma,  // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16, fp8, fp4 and fp4 nibble planes)
   kFp32FmaYmm,  // vfmadd231ps ymm: 8 MACs = 16 flops (the AVX2 tiles: bf16, fp8, fp4)
-  kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 FP8 tile, on bf16-exact activations)
+  kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 tiles: FP8, FP4, BF16, on bf16-exact activations)
   kAmxBf16,  // tdpbf16ps on 16x16 fp32 tiles: 8192 MACs = 16384 flops (the AMX prefill GEMMs)
 };
 

@@ -189,7 +189,9 @@ void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScra
   for (; b > 0 && need > static_cast<int64_t>(h0[b] + h1[b]); --b) need -= h0[b] + h1[b];
   auto& picked = scratch.picked;  // certainly in the top k (any order: sorted below)
   auto& tied = scratch.tied;      // equal to the threshold in every digit decided so far, in index order
-  picked.resize(static_cast<size_t>(n));
+  // Each split writes its index to both lists and advances one by the comparison: fewer than k keys lie
+  // above the threshold (at least one belongs to it), so picked's writes stay below k; tied may take all n.
+  picked.resize(static_cast<size_t>(k));
   tied.resize(static_cast<size_t>(n));
   size_t n_picked = 0, n_tied = 0;
   for (int64_t j = 0; j < n; ++j) {  // branchless: a key near the threshold would mispredict either way

@@ -162,11 +162,13 @@ void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScra
   // still tied with the threshold so far, kept in index order. The top digit is 12 bits (sign, exponent,
   // 3 mantissa bits) because scores crowd into a binade or two: an 8-bit digit (sign and 7 exponent bits)
   // left nearly all n tied after it, so every later pass read them all again (16K scores ~ N(5, 1), top-512:
-  // 61 us with digits of 8 bits, TopkScratch's histograms of 12).
+  // 61 us with an 8-bit top digit, 30-31 with these).
   // Two interleaved histograms: one counter would make every increment of a crowded bucket wait for the
   // previous one's store.
   constexpr int kDigitBits[3] = {12, 12, 8};
-  constexpr int64_t kBuckets = int64_t{1} << 12;
+  constexpr int kTopShift = 32 - kDigitBits[0];
+  constexpr int64_t kBuckets = int64_t{1} << kDigitBits[0];  // also the later digits' histogram size
+  static_assert(kDigitBits[1] <= kDigitBits[0] && kDigitBits[2] <= kDigitBits[0], "later digits reuse h0");
   auto& hist2 = scratch.hist;
   hist2.assign(static_cast<size_t>(2 * kBuckets), 0);
   uint32_t* h0 = hist2.data();
@@ -176,13 +178,13 @@ void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScra
     const uint32_t a = order_key(scores[i]), b = order_key(scores[i + 1]);
     key[static_cast<size_t>(i)] = a;
     key[static_cast<size_t>(i + 1)] = b;
-    ++h0[a >> 20];
-    ++h1[b >> 20];
+    ++h0[a >> kTopShift];
+    ++h1[b >> kTopShift];
   }
   for (; i < n; ++i) {
     const uint32_t a = order_key(scores[i]);
     key[static_cast<size_t>(i)] = a;
-    ++h0[a >> 20];
+    ++h0[a >> kTopShift];
   }
   int64_t need = k;  // how many of the keys tied with the threshold so far still belong to the top k
   int64_t b = kBuckets - 1;
@@ -195,13 +197,13 @@ void topk_desc(const float* scores, int64_t n, int64_t k, int32_t* out, TopkScra
   tied.resize(static_cast<size_t>(n));
   size_t n_picked = 0, n_tied = 0;
   for (int64_t j = 0; j < n; ++j) {  // branchless: a key near the threshold would mispredict either way
-    const uint32_t top = key[static_cast<size_t>(j)] >> 20;
+    const uint32_t top = key[static_cast<size_t>(j)] >> kTopShift;
     picked[n_picked] = static_cast<int32_t>(j);
     n_picked += top > static_cast<uint32_t>(b);
     tied[n_tied] = static_cast<int32_t>(j);
     n_tied += top == static_cast<uint32_t>(b);
   }
-  int shift = 32 - kDigitBits[0];
+  int shift = kTopShift;
   for (int d = 1; d < 3 && need < static_cast<int64_t>(n_tied); ++d) {
     shift -= kDigitBits[d];
     const uint32_t mask = (uint32_t{1} << kDigitBits[d]) - 1u;

@@ -93,6 +93,13 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
               SetTokens set_tokens = {}) {
   constexpr int kRows = static_cast<int>(sizeof(Tile::w) / sizeof(Tile::w[0]));  // rows per tile
   DSV4_DCHECK(!far_pairs || kRows == 2, "run_rows: far pairs need two-row tiles");
+  // A tile's sums into out: its tokens from t0, its rows first_row, first_row + step, ...
+  auto store = [&](const Tile& t, int64_t t0, int64_t first_row, int64_t step) {
+    for (int j = 0; j < t.n_tokens; ++j) {
+      float* o = out + (t0 + j) * n_rows + first_row;
+      for (int r = 0; r < t.n_rows; ++r) o[r * step] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
+    }
+  };
   auto body = [&](int64_t r0, int64_t r1, int) {
     Tile t;
     t.k = k;
@@ -111,10 +118,7 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
           t.n_rows = detail::stream_tile_rows(len, kRows, q);
           for (int r = 0; r < t.n_rows; ++r) set_row(t, r, nb + q + r * step);
           tile_fn(t);
-          for (int j = 0; j < t.n_tokens; ++j) {
-            float* o = out + j * n_rows + nb + q;
-            for (int r = 0; r < t.n_rows; ++r) o[r * step] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
-          }
+          store(t, 0, nb + q, step);
         }
       }
       return;
@@ -134,10 +138,7 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
           t.n_rows = far_pairs ? detail::far_pair_rows(ne - nb, q) : static_cast<int>(std::min<int64_t>(kRows, ne - n));
           for (int r = 0; r < t.n_rows; ++r) set_row(t, r, n + r * step);
           tile_fn(t);
-          for (int j = 0; j < t.n_tokens; ++j) {
-            float* o = out + (t0 + j) * n_rows + n;
-            for (int r = 0; r < t.n_rows; ++r) o[r * step] = opt.round_bf16 ? round_bf16(t.sums[r][j]) : t.sums[r][j];
-          }
+          store(t, t0, n, step);
         }
       }
     }

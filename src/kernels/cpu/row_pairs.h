@@ -36,7 +36,10 @@ inline int64_t interleaved_tile(int64_t n_tiles, int64_t i) {
 // apart (so a span stops at 1 MiB per stream: the head's 1 GiB would otherwise put its 4 streams 256 MiB
 // apart). fp8_gemm m=1 k=4096 (32 MiB matrices, interleaved in one process) 11.8 -> 22-27 GB/s, bf16_gemm
 // 14.6 -> 17-24, fp4_gemm k=2048 13 -> 16-18. Tile q's rows stop at len (the last tiles of a span that R
-// does not divide hold fewer rows). Which rows share a tile changes no result.
+// does not divide hold fewer rows). Which rows share a tile changes no result. On Zen 3 (AVX2 tiles, one
+// thread, compute-bound: a one-thread read probe of 12-15 GB/s against the tiles' ~9 GB/s) the model's b1
+// with the old adjacent order and one-tile-ahead prefetch was within noise of this order (three
+// interleaved rounds, attn_linear 105-115 vs 101-119 ms/token): the order is kept for every CPU.
 inline constexpr int64_t kStreamBytes = int64_t{1} << 20;
 inline int64_t stream_span_rows(int rows_per_tile, int64_t row_bytes) {
   return rows_per_tile * (row_bytes >= kStreamBytes ? 1 : kStreamBytes / std::max<int64_t>(row_bytes, 1));  // k = 0: empty rows

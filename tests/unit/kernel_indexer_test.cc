@@ -455,25 +455,30 @@ TEST(KernelIndexer, PreparedKeysMatchPackedScores) {
 }
 
 #if defined(__x86_64__)
-// The AVX2 integer path (indexer_int8_avx2.cc) at its edges, against the reference and its own fp32 loop:
-// keys whose blocks are 4-bit integers beyond E2M1 (±7, ±9 .. ±15 times a power of two: they pass its test
-// and stay exact), an all-zero key, a key with one raw block and one with a NaN (each takes the fp32 loop
-// alone: its group's other keys keep the integer path), head_dim 64 and 128, key counts off the 8-key
-// groups, and every split of the keys into two calls (a key's group changes, its bits must not). A q with
-// one raw block sends the call to the fp32 loop, bit for bit.
+// The AVX2 integer path (indexer_int8_avx2.cc) at its edges on fp32 keys, against the reference and its own
+// fp32 loop: a key whose blocks are 4-bit integers beyond E2M1 (±7, ±9 .. ±15) times powers of two up to 3
+// binades apart (they pass its test and stay exact), keys with blocks 4 and 12 binades apart, a key with one
+// raw block and one with a NaN (each takes the fp32 loop alone: its group's other keys keep the integer
+// path), an all-zero key, head_dim 64 and 128, key counts off the 8-key groups, and every split of the keys
+// into two calls (a key's group changes, its bits must not). A q with one raw block, or one whose blocks are 4
+// binades apart, sends the call to the fp32 loop, bit for bit.
 TEST(KernelIndexer, Avx2IntegerPathEdges) {
   if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(21);
-  std::uniform_int_distribution<int> small(-15, 15), expo(-6, 6);
+  std::uniform_int_distribution<int> small(-15, 15), expo(0, 3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (int64_t hd : {64, 128})
     for (int64_t n : {9, 23}) {
       const int64_t nh = 64;
       const auto q = fp4_rows(rng, nh, hd, 0);
       auto keys = fp4_rows(rng, n, hd, 0);
-      for (int64_t b = 0; b < hd / 32; ++b) {  // key 1: 4-bit integers times 2^e per block
-        const int e = expo(rng);
+      for (int64_t b = 0; b < hd / 32; ++b) {  // key 1: 4-bit integers times 2^e per block, e 3 binades apart
+        const int e = b == 0 ? 0 : b == 1 ? 3 : expo(rng);
         for (int64_t i = 0; i < 32; ++i) keys[static_cast<size_t>(hd + 32 * b + i)] = std::ldexp(static_cast<float>(small(rng)), e);
+      }
+      for (int64_t i = 0; i < 32; ++i) {  // blocks 0 and 1 of key 2 4 binades apart, of key 3 12: the fp32 loop
+        keys[static_cast<size_t>(2 * hd + 32 + i)] = 16.0f * keys[static_cast<size_t>(2 * hd + i)];
+        keys[static_cast<size_t>(3 * hd + i)] = 4096.0f * keys[static_cast<size_t>(3 * hd + 32 + i)];
       }
       std::fill(keys.begin() + 4 * hd, keys.begin() + 5 * hd, 0.0f);                            // key 4: zeros
       for (int64_t i = 32; i < 64; ++i) keys[static_cast<size_t>(6 * hd + i)] = nd(rng);         // key 6: a raw block
@@ -488,7 +493,8 @@ TEST(KernelIndexer, Avx2IntegerPathEdges) {
         detail::indexer_scores_avx2(q.data(), nh, hd, keys.data(), split, n, w.data(), got.data());
         for (int64_t t = 0; t < n; ++t) {
           const float g = got[static_cast<size_t>(t)];
-          const float r = (t == 6 || t == 8) ? fp32[static_cast<size_t>(t)] : want[static_cast<size_t>(t)];
+          const bool takes_fp32 = t == 2 || t == 3 || t == 6 || t == 8;
+          const float r = takes_fp32 ? fp32[static_cast<size_t>(t)] : want[static_cast<size_t>(t)];
           ASSERT_TRUE(same_bits(g, r)) << "hd=" << hd << " n=" << n << " split=" << split << " t=" << t << ": " << g
                                        << " vs " << r;
         }
@@ -499,25 +505,32 @@ TEST(KernelIndexer, Avx2IntegerPathEdges) {
       detail::indexer_scores_avx2_fp32(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), want_raw.data());
       detail::indexer_scores_avx2(q_raw.data(), nh, hd, keys.data(), 0, n, w.data(), got.data());
       ASSERT_TRUE(same_scores(got, want_raw)) << "raw q";
+      auto q_wide = q;  // head 3: block 1 = block 0 times 16 (still FP4-like, 4 binades above block 0)
+      for (int64_t i = 0; i < 32; ++i) q_wide[static_cast<size_t>(3 * hd + 32 + i)] = 16.0f * q[static_cast<size_t>(3 * hd + i)];
+      detail::indexer_scores_avx2_fp32(q_wide.data(), nh, hd, keys.data(), 0, n, w.data(), want_raw.data());
+      detail::indexer_scores_avx2(q_wide.data(), nh, hd, keys.data(), 0, n, w.data(), got.data());
+      ASSERT_TRUE(same_scores(got, want_raw)) << "q 4 binades apart";
     }
 }
-#endif
 
 constexpr float kFallbackMark = 1.0e30f;
 void marking_fallback(const float*, int64_t, int64_t, const float*, int64_t k0, int64_t k1, const float*, float* scores) {
   for (int64_t t = k0; t < k1; ++t) scores[t] = kFallbackMark;
 }
 
-// The AVX512_VNNI integer path (indexer_int8_avx512.cc) at its edges, on packed keys: blocks up to 3
+// The integer paths on packed keys (indexer_int8_avx2.cc, indexer_int8_avx512.cc: one contract) at their edges: blocks up to 3
 // binades above the key's lowest (one exact integer dot: the reference bit for bit), an all-zero block
 // whose scale code is far below the rest (it does not count towards the spread), an all-zero key, every
 // E2M1 code; keys 4 and 12 binades apart and scale codes it refuses (the fallback's result for that key
-// alone: a marking fallback shows which keys take it); heads 64 and 9 (a pass of 8 plus one), head_dim
-// 64, 128 and 256, key counts off the 16-key groups, every split of the keys into two calls. A q head whose
-// blocks are 4 binades apart makes it refuse the call (the caller then decodes the keys).
-TEST(KernelIndexer, Avx512VnniIntegerPathEdges) {
-  if (!has_avx512_vnni_vbmi()) GTEST_SKIP() << "no AVX512_VNNI + VBMI";
-  std::mt19937 rng(22);
+// alone: a marking fallback shows which keys take it); heads 64 and 9 (head passes of 4 or 8, plus one),
+// head_dim 64, 128 and 256, key counts off the 8- and 16-key groups, every split of the keys into two calls. A
+// q head whose blocks are 4 binades apart makes it refuse the call (the caller then decodes the keys).
+// `fp32`: the tier's fp32 loop.
+using PackedIntegerScores = bool (*)(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
+                                     int64_t k0, int64_t k1, const float* w, float* scores,
+                                     detail::IndexerScoresFn fp32);
+void expect_packed_integer_edges(PackedIntegerScores score, detail::IndexerScoresFn fp32_loop, uint32_t seed) {
+  std::mt19937 rng(seed);
   for (int64_t nh : {64, 9})
     for (int64_t hd : {64, 128, 256})
       for (int64_t n : {17, 40}) {
@@ -548,15 +561,13 @@ TEST(KernelIndexer, Avx512VnniIntegerPathEdges) {
         const auto w = head_weights(rng, nh);
         std::vector<float> want(static_cast<size_t>(n)), fp32(static_cast<size_t>(n)), got(static_cast<size_t>(n));
         ref::indexer_scores(q.data(), nh, hd, keys.data(), n, w.data(), want.data());
-        detail::indexer_scores_avx512(q.data(), nh, hd, keys.data(), 0, n, w.data(), fp32.data());
+        fp32_loop(q.data(), nh, hd, keys.data(), 0, n, w.data(), fp32.data());
         const std::string what = "nh=" + std::to_string(nh) + " hd=" + std::to_string(hd) + " n=" + std::to_string(n);
         for (int64_t split = 0; split <= n; ++split) {
           // The fallback marks the keys it scores, so the test sees which ones take it.
           std::fill(got.begin(), got.end(), -7.0f);
-          ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), 0, split, w.data(), got.data(),
-                                                               marking_fallback));
-          ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), split, n, w.data(), got.data(),
-                                                               marking_fallback));
+          ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), 0, split, w.data(), got.data(), marking_fallback));
+          ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), split, n, w.data(), got.data(), marking_fallback));
           for (int64_t t = 0; t < n; ++t) {
             const bool takes_fp32 = t == 2 || t == 6 || t == 7 || t == 8;
             const float r = takes_fp32 ? kFallbackMark : want[static_cast<size_t>(t)];
@@ -565,16 +576,24 @@ TEST(KernelIndexer, Avx512VnniIntegerPathEdges) {
           }
         }
         // With the tier's real fp32 loop behind it, the fallback keys get that loop's scores.
-        ASSERT_TRUE(detail::indexer_scores_packed_avx512vnni(q.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(),
-                                                             detail::indexer_scores_avx512));
+        ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(), fp32_loop));
         for (int64_t t : {2, 6, 7, 8}) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], fp32[static_cast<size_t>(t)])) << what << " t=" << t;
-        auto q_wide = q;  // head 3: block 1 times 16 (exact: still FP4-like, now 4 binades above block 0)
-        for (int64_t i = 32; i < 64; ++i) q_wide[static_cast<size_t>(3 * hd + i)] *= 16.0f;
-        EXPECT_FALSE(detail::indexer_scores_packed_avx512vnni(q_wide.data(), nh, hd, rows.data(), 0, n, w.data(),
-                                                              got.data(), detail::indexer_scores_avx512))
-            << what;
+        auto q_wide = q;  // head 3: block 1 = block 0 times 16 (still FP4-like, 4 binades above block 0)
+        for (int64_t i = 0; i < 32; ++i) q_wide[static_cast<size_t>(3 * hd + 32 + i)] = 16.0f * q[static_cast<size_t>(3 * hd + i)];
+        EXPECT_FALSE(score(q_wide.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(), fp32_loop)) << what;
       }
 }
+
+TEST(KernelIndexer, Avx2PackedIntegerPathEdges) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  expect_packed_integer_edges(detail::indexer_scores_packed_avx2, detail::indexer_scores_avx2_fp32, 23);
+}
+
+TEST(KernelIndexer, Avx512VnniIntegerPathEdges) {
+  if (!has_avx512_vnni_vbmi()) GTEST_SKIP() << "no AVX512_VNNI + VBMI";
+  expect_packed_integer_edges(detail::indexer_scores_packed_avx512vnni, detail::indexer_scores_avx512, 22);
+}
+#endif
 
 TEST(KernelIndexer, TopkMatchesStableDescendingSort) {
   std::mt19937 rng(13);

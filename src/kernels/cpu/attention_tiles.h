@@ -53,17 +53,22 @@ void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float
                          const float* w, float* scores);
 void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                               const float* w, float* scores);
-// The integer path on packed index keys (core/kv_row.h), keys[t] the t-th key's bytes.
-void indexer_scores_packed_avx2(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0,
-                                int64_t k1, const float* w, float* scores);
-// One 32-block x as x = I · 2^E, 32 int8 I with |I| ≤ 15 and |E| ≤ 56 (indexer_int8_avx2.cc); false when x is
-// not of that form. Also the AVX-512 integer path's q conversion (every AVX-512 CPU runs AVX2 code).
-bool indexer_block_to_ints_avx2(const float* x, int8_t* ints, float* scale);
+// The integer path on packed index keys (core/kv_row.h), keys[t] the t-th key's bytes; a key outside the
+// integer form takes its score from `fp32` on its decoded key. Returns false, writing nothing, when q is not
+// of the integer form or the shape is beyond its buffers (head_dim > 512, more than 128 heads): the caller
+// then scores the keys decoded.
+bool indexer_scores_packed_avx2(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys, int64_t k0,
+                                int64_t k1, const float* w, float* scores, IndexerScoresFn fp32);
+// The integer paths' form of a vector (indexer_int8_avx2.cc): x[d] (d a multiple of 32, ≤ 512) as
+// ints · 2^E_min, each 32-block being I · 2^E with |I| ≤ 15 and |E| ≤ 56 and its nonzero blocks at most
+// kIndexerMaxShift binades apart, so that ints[d] = I · 2^(E − E_min) are bytes (|·| ≤ 120); scale = 2^E_min.
+// False when x is not of that form. Also the AVX-512 integer path's q conversion (every AVX-512 CPU runs
+// AVX2 code).
+inline constexpr int kIndexerMaxShift = 3;
+bool indexer_vector_to_ints_avx2(const float* x, int64_t d, int8_t* ints, float* scale);
 // The integer path on AVX512_VNNI + VBMI (indexer_int8_avx512.cc; has_avx512_vnni_vbmi()) for packed keys:
-// the AVX2 integer path's bits, 16 keys × 8 heads per pass on VPDPBUSD. A key outside the integer form takes
-// its score from `fp32` (the tier's fp32-lane loop) on its decoded key. Returns false, writing nothing, when
-// q is not of the integer form or the shape is beyond its buffers (head_dim > 512, more than 128 heads):
-// the caller then scores the keys decoded.
+// the AVX2 integer path's bits and contract, 16 keys × 8 heads per pass on VPDPBUSD (`fp32`: the tier's
+// fp32-lane loop).
 bool indexer_scores_packed_avx512vnni(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
                                       int64_t k0, int64_t k1, const float* w, float* scores, IndexerScoresFn fp32);
 // The same path's converted 16-key groups for many queries (indexer.h indexer_prepare_packed): the lines n_keys

@@ -58,7 +58,9 @@ void packed_chunk(const float* q, int64_t n_heads, int64_t head_dim, const uint8
                   const IndexerKeyLine* prepared, int64_t k0, int64_t k1, const float* w, float* scores, Isa isa) {
   const auto fn = detail::indexer_scores_for(isa);
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx2) return detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores);
+  if (isa == Isa::kAvx2 && detail::indexer_scores_packed_avx2(q, n_heads, head_dim, keys, k0, k1, w, scores,
+                                                               detail::indexer_scores_avx2_fp32))
+    return;
   if (packed_on_vnni(isa)) {
     const bool done =
         prepared

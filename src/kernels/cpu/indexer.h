@@ -11,10 +11,10 @@
 //    the 32-block scale exponents of q_h and k_t (summed per block) span at most 9 binades, and the
 //    scores are then bit-identical in any summation order. Outside that condition (or for arbitrary
 //    floats) a head term may move by one bf16 ulp: |score − ref| ≤ 2^-7·Σ_h |term_h| + 2^-7·|ref|.
-//  * Isa::kAvx2 runs the dots as exact integer block dots (vpmaddubsw) when each 32-block of q and of a key
-//    is I · 2^E with |I| ≤ 15 (FP4-simulated values are), then sums the four blocks' scaled dots in fp32 in
-//    block order: the same exactness condition (indexer_int8_avx2.cc). A q outside that form takes the fp32
-//    loop for the call, a key for itself alone.
+//  * Isa::kAvx2 runs each dot as one exact integer (vpmaddubsw, indexer_int8_avx2.cc) when q_h and the key
+//    are I · 2^E per 32-block with |I| ≤ 15 and their nonzero blocks at most 3 binades apart (FP4-simulated,
+//    Hadamard-rotated vectors are): bit-identical to the reference then, with no condition on the binades'
+//    spread. A q outside that form takes the fp32 loop for the call, a key for itself alone.
 //  * Isa::kAvx512Bf16 runs the dots on VDPBF16PS (32 keys × 8 heads per pass, keys in lanes) when q and a
 //    32-key group are exact in bf16 with every nonzero |value| ≥ 2^-56 (so its DAZ/FTZ never acts); each
 //    dot is then an fp32 sum in one documented order (attention_tiles_avx512bf16.cc, emulated bit for bit

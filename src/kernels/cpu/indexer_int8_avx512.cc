@@ -42,7 +42,7 @@ constexpr int64_t kMaxDim = 512;
 constexpr int kMaxBlocks = kMaxDim / 32;
 constexpr int kMaxHeads = 128;
 constexpr int kBlockHeads = 4;  // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
-constexpr int kMaxShift = 3;    // a block at most 2^3 above its vector's lowest scale (see the top)
+constexpr int kMaxShift = kIndexerMaxShift;  // a block at most 2^3 above its vector's lowest scale
 constexpr int kKeyOffset = 96;  // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
 
 // The shapes the fixed buffers hold (QInts, the per-thread group).
@@ -58,38 +58,15 @@ struct QInts {
   int32_t init[kMaxHeads];
 };
 
-// False when a head's nonzero blocks are not all I · 2^E (block_to_ints) within kMaxShift binades of each other.
+// False when a head is not of the integer form (indexer_vector_to_ints_avx2: blocks I · 2^E within kMaxShift
+// binades of each other).
 bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
-  const int64_t nb = d / 32;
   for (int64_t h = 0; h < n_heads; ++h) {
     int8_t* ints = out.ints + h * d;
-    int exps[kMaxBlocks];
-    int lo = 255, hi = -255;
-    for (int64_t b = 0; b < nb; ++b) {
-      float scale = 1.0f;
-      if (!indexer_block_to_ints_avx2(q + h * d + 32 * b, ints + 32 * b, &scale)) return false;
-      bool zero = true;
-      for (int i = 0; i < 32; ++i) zero = zero && ints[32 * b + i] == 0;
-      uint32_t bits;
-      std::memcpy(&bits, &scale, sizeof(bits));
-      exps[b] = zero ? 255 : static_cast<int>(bits >> 23) - 127;  // scale = 2^E, E in [−56, 56]
-      if (!zero) {
-        lo = exps[b] < lo ? exps[b] : lo;
-        hi = exps[b] > hi ? exps[b] : hi;
-      }
-    }
-    if (hi - lo > kMaxShift) return false;
-    if (lo == 255) lo = 0;  // all zeros
+    if (!indexer_vector_to_ints_avx2(q + h * d, d, ints, &out.scale[h])) return false;
     int32_t sum = 0;
-    for (int64_t b = 0; b < nb; ++b)
-      for (int i = 0; i < 32; ++i) {
-        int8_t& v = ints[32 * b + i];
-        v = exps[b] == 255 ? 0 : static_cast<int8_t>(v * (1 << (exps[b] - lo)));
-        sum += v;
-      }
+    for (int64_t i = 0; i < d; ++i) sum += ints[i];
     out.init[h] = -kKeyOffset * sum;
-    const uint32_t bits = static_cast<uint32_t>(lo + 127) << 23;
-    std::memcpy(&out.scale[h], &bits, sizeof(bits));
   }
   return true;
 }

@@ -15,6 +15,7 @@ namespace dsv4::kernels {
 namespace {
 
 constexpr int64_t kBlock = 64;  // the reference's online-softmax block (golden README item 12)
+constexpr int64_t kLineFloats = 64 / sizeof(float);
 
 void heads_range(const SparseAttentionShape& p, const float* q, const float* const* rows, int64_t n_idx,
                  const float* sink, float* out, int64_t h0, int64_t h1, SparseAttentionScratch::Slot& s,
@@ -37,6 +38,13 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
       if (rows[b0 + j]) s.visible[static_cast<size_t>(nv++)] = rows[b0 + j];
     // A fully masked block leaves m, l and acc unchanged in the reference (rescale exp(0) = 1, adds +0).
     if (nv == 0) continue;
+    // The next block's rows, fetched towards L2 while this one computes: selected rows lie anywhere in a
+    // long context's KV (one DRAM miss per line otherwise, each row's first lines before the hardware
+    // prefetcher follows it).
+    const int64_t next_end = std::min(n_idx, b0 + 2 * kBlock);
+    for (int64_t j = b0 + kBlock; j < next_end; ++j)
+      if (const float* r = rows[j])
+        for (int64_t i = 0; i < D; i += kLineFloats) __builtin_prefetch(r + i, 0, 2);
     tiles.scores(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
     // Per head: the block max against the running max, fp32 exp of every score, the sum in double and the
     // bf16 probabilities — the reference's operations in its order.

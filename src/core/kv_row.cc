@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/formats.h"
@@ -80,6 +81,19 @@ void decode_index_key(std::span<const uint8_t> entry, std::span<float> key) {
     for (int64_t i = 0; i < kIndexKeyBlock / 2; ++i) {
       out[2 * i] = e2m1_unpack_lo(codes[i]) * s;
       out[2 * i + 1] = e2m1_unpack_hi(codes[i]) * s;
+    }
+  }
+}
+
+void index_key_scale_quads(const uint8_t* const* rows, int64_t n, int64_t dims, uint32_t* quads) {
+  const int64_t nb = dims / kIndexKeyBlock, full_quads = nb / 4;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* sc = rows[j] + dims / 2;
+    for (int64_t c = 0; c < full_quads; ++c) std::memcpy(&quads[c * n + j], sc + 4 * c, 4);
+    if (nb % 4 != 0) {
+      uint32_t v = 0;
+      for (int64_t b = 4 * full_quads; b < nb; ++b) v |= static_cast<uint32_t>(sc[b]) << (8 * (b % 4));
+      quads[full_quads * n + j] = v;
     }
   }
 }

@@ -37,6 +37,11 @@ inline int64_t index_key_bytes(int64_t dims) {
 // key: [dims] floats (dims a multiple of 32) <-> entry: [index_key_bytes(dims)] bytes.
 void encode_index_key(std::span<const float> key, std::span<uint8_t> entry);
 void decode_index_key(std::span<const uint8_t> entry, std::span<float> key);
+// The scale codes of n index keys (rows[j]: index_key_bytes(dims) bytes), four to a dword for the integer
+// indexers' one-key-per-lane tests: quads[c·n + j] holds the codes of blocks 4c .. 4c + 3 of key j (block
+// 4c + i in byte i), c < ceil(dims / 128). A last partial quad is read byte by byte (zeros above), so no read
+// passes a row's end.
+void index_key_scale_quads(const uint8_t* const* rows, int64_t n, int64_t dims, uint32_t* quads);
 
 // row: [dims] floats -> entry: [layout.bytes()] bytes (padding written as 0).
 void encode_kv_row(const KvRowLayout& layout, std::span<const float> row, std::span<uint8_t> entry);

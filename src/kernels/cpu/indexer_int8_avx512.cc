@@ -117,20 +117,9 @@ alignas(64) constexpr uint8_t kEmptyKey[kMaxDim / 2 + kMaxBlocks] = {};
 void convert_keys(const uint8_t* const* keys, int64_t d, int64_t t0, int64_t nk, IndexerKeyLine* g) {
   const int64_t nb = d / 32;
   const uint8_t* src[kGroupKeys];
-  // Scale codes of blocks 4c .. 4c + 3 of key j in quads[c][j] (one dword load per key and quad; a last
-  // partial quad byte by byte, so that no read passes the row's end).
-  alignas(64) uint32_t quads[kMaxBlocks / 4][kGroupKeys];
-  const int64_t full_quads = nb / 4;
-  for (int j = 0; j < kGroupKeys; ++j) {
-    src[j] = j < nk ? keys[t0 + j] : kEmptyKey;
-    const uint8_t* sc = src[j] + d / 2;
-    for (int64_t c = 0; c < full_quads; ++c) std::memcpy(&quads[c][j], sc + 4 * c, 4);
-    if (nb % 4 != 0) {
-      uint32_t v = 0;
-      for (int64_t b = 4 * full_quads; b < nb; ++b) v |= static_cast<uint32_t>(sc[b]) << (8 * (b % 4));
-      quads[full_quads][j] = v;
-    }
-  }
+  for (int j = 0; j < kGroupKeys; ++j) src[j] = j < nk ? keys[t0 + j] : kEmptyKey;
+  alignas(64) uint32_t quads[kMaxBlocks / 4][kGroupKeys];  // quads[c][j]: scale codes of blocks 4c .. 4c + 3
+  index_key_scale_quads(src, kGroupKeys, d, &quads[0][0]);
   auto codes = [&](int64_t b) {  // the 16 keys' scale codes of block b
     return _mm512_and_si512(_mm512_srli_epi32(_mm512_load_si512(quads[b / 4]), static_cast<unsigned>(8 * (b % 4))),
                             _mm512_set1_epi32(0xFF));

@@ -26,9 +26,10 @@ struct AttentionBenchShape {
 AttentionBenchShape attention_shape(const ModelConfig& cfg);
 
 // For each context: the CSA layer's per-token time (indexer scores over context/ratio keys, top-k, sparse
-// attention over window + top-k rows) and dense attention's (all `context` rows), each the fastest of the
-// calls made in `min_time` (the attention figures are compared as ratios across contexts). Prints a table
-// unless `quiet`; returns the JSON section.
+// attention over window + top-k rows) and dense attention's (all `context` rows), each the fastest of its
+// calls (the attention figures are compared as ratios across contexts). The CSA calls go round-robin over the
+// contexts for min_time per context, so that all of them see the same stretch of a shared host; dense
+// attention runs min_time per context after them. Prints a table unless `quiet`; returns the JSON section.
 nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<int64_t>& contexts, double min_time,
                                kernels::Isa isa, ThreadPool* pool, bool quiet);
 

@@ -22,7 +22,7 @@
 // (key j at bytes 4j .. 4j + 3). A packed key's block is 16 code bytes, 8 elements to a dword: the codes'
 // dwords of the 8 keys are transposed (two keys per vector by 128-bit inserts, then in-lane unpacks), and each
 // transposed dword gives two steps, its low nibbles (elements 8m, 8m + 2, 8m + 4, 8m + 6) and its high ones
-// (8m + 1, 8m + 3, ...), by one table lookup each. q's bytes take the same order (kStepOrder); so do fp32
+// (8m + 1, 8m + 3, ...), by one table lookup each. q's bytes take the same order (to_step_order); so do fp32
 // keys' (block_to_ints, the byte shuffle, then an 8 × 8 dword transpose). Four heads and two groups per pass:
 // each pair of steps is four key-vector loads, eight q broadcasts and 32 integer ops.
 //
@@ -48,11 +48,11 @@ constexpr int kMaxHeads = 128;
 constexpr int kMaxBlocks = kMaxDim / 32;
 constexpr int kKeyOffset = 15;  // I_k + 15 fits an unsigned byte (0..30); |I| ≤ 15
 
-// One 32-block x → I (32 int8, x = I · 2^E) and 2^E; false when x is not of that form with |I| ≤ 15 and
-// |E| ≤ 56 (so that the product of a q's and a key's 2^E_min, in [2^-112, 2^112], is a normal fp32: the dot's
-// one rounding is then the multiply by it, which rounds the exact value as the reference's conversion of its
-// double dot does, to inf or a subnormal included).
-bool block_to_ints(const float* x, __m256i* out, float* scale) {
+// One 32-block x → I (32 int8, x = I · 2^E) and E (0 for all zeros); false when x is not of that form with
+// |I| ≤ 15 and |E| ≤ 56 (so that the product of a q's and a key's 2^E_min, in [2^-112, 2^112], is a normal
+// fp32: the dot's one rounding is then the multiply by it, which rounds the exact value as the reference's
+// conversion of its double dot does, to inf or a subnormal included).
+bool block_to_ints(const float* x, __m256i* out, int* exponent) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 v[4];
   __m256 m = _mm256_setzero_ps();
@@ -68,7 +68,7 @@ bool block_to_ints(const float* x, __m256i* out, float* scale) {
     for (int i = 0; i < 4; ++i)
       if (_mm256_movemask_ps(_mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q)) != 0) return false;
     *out = _mm256_setzero_si256();
-    *scale = 1.0f;
+    *exponent = 0;
     return true;
   }
   const int biased = static_cast<int>(bits >> 23);
@@ -88,7 +88,7 @@ bool block_to_ints(const float* x, __m256i* out, float* scale) {
   // 32 int32 → 32 int8 in element order (packs work per 128-bit lane: a dword permute restores the order).
   const __m256i w01 = _mm256_packs_epi32(ints[0], ints[1]), w23 = _mm256_packs_epi32(ints[2], ints[3]);
   *out = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w01, w23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  *scale = _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((127 + e) << 23)));  // 2^e
+  *exponent = e;
   return true;
 }
 
@@ -120,13 +120,6 @@ inline __m256i to_step_order(__m256i ints) {
   return _mm256_shuffle_epi8(ints, order);
 }
 
-// The exponent of a power of two (2^E, normal).
-inline int exponent_of(float power_of_two) {
-  uint32_t bits;
-  std::memcpy(&bits, &power_of_two, sizeof(bits));
-  return static_cast<int>(bits >> 23) - 127;
-}
-
 inline float power_of_two(int e) {  // e in [−126, 127]
   const uint32_t bits = static_cast<uint32_t>(e + 127) << 23;
   float f;
@@ -141,10 +134,10 @@ bool vector_to_ints(const float* x, int64_t nb, __m256i* ints, int* shifts, int*
   int exps[kMaxBlocks];
   int lo = 255, hi = -255;
   for (int64_t b = 0; b < nb; ++b) {
-    float scale = 1.0f;
-    if (!block_to_ints(x + 32 * b, &ints[b], &scale)) return false;
+    int e = 0;
+    if (!block_to_ints(x + 32 * b, &ints[b], &e)) return false;
     const bool zero = _mm256_testz_si256(ints[b], ints[b]) != 0;
-    exps[b] = zero ? 255 : exponent_of(scale);
+    exps[b] = zero ? 255 : e;
     if (!zero) {
       lo = exps[b] < lo ? exps[b] : lo;
       hi = exps[b] > hi ? exps[b] : hi;

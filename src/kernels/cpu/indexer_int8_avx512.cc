@@ -3,9 +3,9 @@
 //
 // Why integers, and why one integer per dot: the indexer's q and keys are FP4-simulated (spec §2.6: E2M1 ×
 // a power of two per 32-block), so each 32-block is I · 2^E with small integers I (packed keys: I = 2·E2M1,
-// |I| ≤ 12; q through block_to_ints, |I| ≤ 15). After a Hadamard rotation a vector's blocks have nearly
-// the same scale, so each vector is taken as I · 2^shift · 2^E_min with shift = E − E_min ≤ 3 per block:
-// still bytes (|q| ≤ 120, key + 96 in 0..192), and the whole q_h·k_t is then ONE exact integer
+// |I| ≤ 12; q through indexer_vector_to_ints_avx2, |I| ≤ 15). After a Hadamard rotation a vector's blocks
+// have nearly the same scale, so each vector is taken as I · 2^shift · 2^E_min with shift = E − E_min ≤ 3 per
+// block: still bytes (|q| ≤ 120, key + 96 in 0..192), and the whole q_h·k_t is then ONE exact integer
 // (|·| ≤ 128·120·96 < 2^24) times 2^(E_min,q + E_min,k): exact in fp32, so every score is the reference's
 // (double dots) bit for bit, with no per-block fold (the AVX2 path sums four scaled block dots in fp32).
 // VPDPBUSD multiplies 4 unsigned by 4 signed bytes and adds the four products to a 32-bit lane: 64

@@ -398,7 +398,7 @@ TEST(KernelIndexer, PackedKeysMatchTheReferenceOnDecodedKeys) {
 
 // indexer_prepare_packed + indexer_scores_prepared (keys converted once, many queries over growing prefixes,
 // as prefill calls them) against indexer_scores_packed on the same prefix, bit for bit, on every ISA that has
-// the prepared form (none but the VNNI tiers: checked), preparing and scoring serially and on 3 threads; key
+// the prepared form (the AVX-512 tiers, AMX's too, on VNNI: checked), preparing and scoring serially and on 3 threads; key
 // counts around the 16-key groups and the pool's 256-key preparing chunks, prefixes ending inside a group,
 // odd scale codes (the per-key fallback from the rows), and a q the integer path refuses.
 TEST(KernelIndexer, PreparedKeysMatchPackedScores) {
@@ -406,7 +406,7 @@ TEST(KernelIndexer, PreparedKeysMatchPackedScores) {
   ThreadPool pool(3);
   int64_t prepared_isas = 0;
   for (Isa isa : isas()) {
-    if (isa != Isa::kAvx512 && isa != Isa::kAvx512Bf16) {
+    if (isa != Isa::kAvx512 && isa != Isa::kAvx512Bf16 && isa != Isa::kAmx) {
       EXPECT_EQ(indexer_prepared_lines(100, 128, isa), 0) << isa_name(isa);
     }
     for (int64_t hd : {64, 128, 288})

@@ -5,6 +5,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/check.h"
 #include "kernels/cpu/attention_tiles.h"
 

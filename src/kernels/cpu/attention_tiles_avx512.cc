@@ -7,6 +7,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/check.h"
 #include "kernels/cpu/attention_tiles.h"
 
@@ -47,11 +50,14 @@ struct Avx512 {
   // A transposing add tree.
   static F transpose_sum(F* v) {
     __m512 s[8], w[4], y[2];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i)
       s[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
       w[i] = _mm512_add_ps(_mm512_shuffle_ps(s[2 * i], s[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                            _mm512_shuffle_ps(s[2 * i], s[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 2
     for (int i = 0; i < 2; ++i)
       y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                            _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));

@@ -42,10 +42,11 @@ void indexer_scores(const float* q, int64_t n_heads, int64_t head_dim, const flo
 
 // The same scores from keys stored packed (core/kv_row.h index keys: E2M1 codes, then one E8M0 scale per 32
 // dims; the model's storage): keys[t] points at key t's index_key_bytes(head_dim) bytes. Isa::kAvx2 and the
-// AVX-512 tiers with VNNI read the codes directly (no fp32 copy of any key, ~8x less key memory per call);
-// other ISAs decode the keys of each pool chunk, 256 at a time, into per-thread scratch. Bit-identical to
-// indexer_scores on the decoded keys, except that VNNI's exact integer dots can differ from the float
-// loops' where those are inexact (block scales more than 9 binades apart: the bullets above).
+// AVX-512 tiers (kAmx included) read the codes directly, no fp32 copy of any key (~8x less key memory per
+// call): on VPDPBUSD where the CPU has VNNI and VBMI, else on AVX2's integer path. The scalar tier decodes
+// the keys of each pool chunk, 256 at a time, into per-thread scratch. Bit-identical to indexer_scores on
+// the decoded keys, except that the exact integer dots can differ from the float loops' where those are
+// inexact (block scales more than 9 binades apart: the bullets above).
 void indexer_scores_packed(const float* q, int64_t n_heads, int64_t head_dim, const uint8_t* const* keys,
                            int64_t n_keys, const float* w, float* scores, const AttentionOptions& opt);
 // Whether indexer_scores_packed reads the codes directly on `isa` (else it decodes the keys on every call:

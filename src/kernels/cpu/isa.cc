@@ -74,6 +74,24 @@ bool has_avx512_bf16() {
 #endif
 }
 
+bool is_intel_cpu() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // CPUID leaf 0: the vendor string in EBX, EDX, ECX ("Genu", "ineI", "ntel").
+  static const bool kIntel = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    char vendor[12];
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    return std::memcmp(vendor, "GenuineIntel", 12) == 0;
+  }();
+  return kIntel;
+#else
+  return false;
+#endif
+}
+
 bool has_avx512_vnni_vbmi() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   // CPUID.(EAX=7, ECX=0):ECX bit 11 (AVX512_VNNI) and bit 1 (AVX512_VBMI).

@@ -31,6 +31,9 @@ bool has_avx512_bf16();
 // tiers (indexer_int8_avx512.cc). Ice Lake, Sapphire Rapids, Zen 4 and later have both; Skylake-SP and
 // Cascade Lake do not (their tiers keep the fp32 / VDPBF16PS indexer loops).
 bool has_avx512_vnni_vbmi();
+// Whether the CPU's vendor is Intel (CPUID leaf 0): where a tuning measured differently on Intel and AMD
+// cores (row_pairs.h stream_prefetch_bytes).
+bool is_intel_cpu();
 // The fastest ISA whose results do not depend on which requests share a batch: best_isa() except that
 // AMX (which sums GEMMs of >= 16 rows in another order) gives way to kAvx512. Engines that batch
 // independent requests (serve, generate-batch, bench-engine) default to it.

@@ -107,7 +107,7 @@ void run_rows(int64_t n_rows, int64_t n_tokens, int64_t k, const float* x, int64
     if (n_tokens <= kTileTokens) {
       // One token group (decode, small batches): no row block is reused, so the tiles run in decode
       // order (row_pairs.h): kRows long streams far apart instead of adjacent rows.
-      t.prefetch = detail::kStreamPrefetchBytes;
+      t.prefetch = detail::stream_prefetch_bytes();
       t.n_tokens = static_cast<int>(n_tokens);
       t.x = x;
       set_tokens(t, 0);

@@ -33,7 +33,7 @@ extern const float kE8m0ToFloat[256];
 // near T0 one were each within noise or slower. What moved the stream was how many row streams a pass
 // follows (the L2 streamer's look-ahead is per stream and page): dsv4_bench fp4_tile_stream/*. (That was an
 // Intel core; on Zen 4 the same distance slows far-apart streams, and the GEMM drivers' decode order
-// passes 0: row_pairs.h, kStreamPrefetchBytes.)
+// passes 0 on AMD and 2 KiB on Intel: row_pairs.h stream_prefetch_bytes.)
 struct Fp8Tile {
   const uint8_t* w[kTileRows];  // E4M3 codes of each row, [k]
   const uint8_t* s[kTileRows];  // E8M0 scales of each row's 128-row block, [ceil(k/128)]
@@ -118,6 +118,11 @@ bool fp8_prepare_x_bf16pairs(const float* x, int64_t n_tokens, int64_t k, float*
 // fp8_prepare_x_avx2, ldx = fp8_avx2_stride(k). Each token's row holds x · 2^c (c ≤ 120, from the token's
 // own largest magnitude: batch-invariant) and, at column k, the factor 2^(120 − c) its sums are multiplied by.
 void fp8_tile_avx2_prepared(Fp8Tile& t);
+// Whether kAvx2 runs fp8_tile_avx2_prepared (else fp8_tile_for(kAvx2), the half decode, on x itself). The
+// rebias decode turns E4M3 subnormal codes into fp32 subnormals, which an FMA takes at full speed on AMD
+// cores but through a microcode assist on Intel ones (fp8_gemm m=1 from DRAM on a Xeon: 0.7 GB/s, 2% of
+// the read probe); the half decode's weights (w/256) are all fp32 normals. AMD: true, Intel: false.
+bool fp8_avx2_rebias();
 void fp8_prepare_x_avx2(const float* x, int64_t n_tokens, int64_t k, float* out);
 int64_t fp8_avx2_stride(int64_t k);
 #endif

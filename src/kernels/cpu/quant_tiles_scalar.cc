@@ -6,6 +6,7 @@
 
 #include "core/formats.h"
 #include "kernels/cpu/bf16_refusals.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/quant_tiles.h"
 
 namespace dsv4::kernels::detail {
@@ -112,9 +113,15 @@ Fp8TileFn fp8_tile_for(Isa isa) {
   }
 }
 
+#if defined(__x86_64__)
+bool fp8_avx2_rebias() {
+  return !is_intel_cpu();
+}
+#endif
+
 int64_t fp8_scratch_floats(Isa isa, int64_t n_tokens, int64_t k) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx2) return n_tokens * fp8_avx2_stride(k);
+  if (isa == Isa::kAvx2 && fp8_avx2_rebias()) return n_tokens * fp8_avx2_stride(k);
 #endif
   return isa == Isa::kAvx512Bf16 ? n_tokens * fp8_bf16pairs_stride(k) : 0;
 }
@@ -125,7 +132,7 @@ Fp8Operand fp8_operand(Isa isa, const float* x, int64_t n_tokens, int64_t k, flo
     if (fp8_prepare_x_bf16pairs(x, n_tokens, k, scratch)) return {fp8_tile_avx512bf16, scratch, fp8_bf16pairs_stride(k)};
     note_bf16_refusal();
   }
-  if (isa == Isa::kAvx2) {
+  if (isa == Isa::kAvx2 && fp8_avx2_rebias()) {
     fp8_prepare_x_avx2(x, n_tokens, k, scratch);
     return {fp8_tile_avx2_prepared, scratch, fp8_avx2_stride(k)};
   }

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
+
 namespace dsv4::kernels::detail {
 
 // A block of `len` rows runs as far_pair_tiles(len) tiles; tile q reads rows q and q + far_pair_step(len),
@@ -51,15 +53,22 @@ inline int stream_tile_rows(int64_t len, int rows_per_tile, int64_t q) {
   while (n < rows_per_tile && q + n * s < len) ++n;
   return n;
 }
-// How far ahead of its own reads a tile prefetches in decode order (Fp8Tile::prefetch and the others): 0,
-// the line it is about to load (the tiles' prefetch instruction stays, a no-op). Zen 4, one thread, 32 MiB
-// matrices, CPU time, 8 passes of 1 GiB interleaved in one process (median / best GB per CPU-second) at
-// 0 / 256 B / 1 KiB ahead in each stream: fp8_gemm m=1 k=4096 23.3 / 22.2 / 19.1 (best 27.2 / 25.2 /
+// How far ahead of its own reads a tile prefetches in decode order (Fp8Tile::prefetch and the others).
+// AMD: 0, the line it is about to load (the tiles' prefetch instruction stays, a no-op). Zen 4, one thread,
+// 32 MiB matrices, CPU time, 8 passes of 1 GiB interleaved in one process (median / best GB per CPU-second)
+// at 0 / 256 B / 1 KiB ahead in each stream: fp8_gemm m=1 k=4096 23.3 / 22.2 / 19.1 (best 27.2 / 25.2 /
 // 21.6), fp4_gemm k=2048 20.8 / 19.3 / 19.8, bf16_gemm m=1 19.3 / - / 15.5, m=2 18.2 / - / 13.9; a whole
 // row ahead 10-25% slower still; at 8 tokens (compute-bound) all alike. The hardware streamers already
 // follow these far-apart streams; an early demand for the same lines only takes miss buffers from them.
-// Not measured on Intel without AMX, whose L2 streamer stops at each 4 KiB page (there a short distance
-// may pay); Intel with AMX runs its dense projections on AMX.
-inline constexpr int64_t kStreamPrefetchBytes = 0;
+// Intel: 2 KiB. Its L2 streamer stops at each 4 KiB page. A Xeon with AMX (2 vCPUs, 2 threads, the dsv4
+// bench decode GEMV rows from a 1 GiB working set, two runs, share of the read probe at 0 / 512 / 1024 /
+// 2048 bytes), --isa avx512: fp4 w1/w3 54-53 / 67-68 / 61-70 / 72-74%, fp8 wq_b 54-56 / 73-74 / 78-79 /
+// 81-86%, shared w2 52-47 / 70-72 / 79 / 84-87%; --isa avx2 fp4 w1/w3 24 / 53-57 / 57-66 / 64%. (AMX's own
+// kernels, which serve the dense projections where the CPU has it, prefetch their next row block
+// themselves: quant_gemm_amx.cc.)
+inline int64_t stream_prefetch_bytes() {
+  static const int64_t kBytes = is_intel_cpu() ? 2048 : 0;
+  return kBytes;
+}
 
 }  // namespace dsv4::kernels::detail

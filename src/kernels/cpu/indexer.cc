@@ -165,9 +165,9 @@ namespace {
 // Branch-free (a select and a sign mask), so the compiler vectorizes the first pass.
 inline uint32_t order_key(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
-  u = (u << 1) == 0 ? 0u : u;                                             // −0 → +0
+  u = (u << 1) == 0 ? 0u : u;                                                // −0 → +0
   const auto neg = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31);  // all ones when negative
-  return u ^ (neg | 0x80000000u);                                         // ~u, or u with the top bit set
+  return u ^ (neg | 0x80000000u);                                            // ~u, or u with the top bit set
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512", "avx512bf16", "am
 bool has_avx512_bf16();
 // AVX512_VNNI (vpdpbusd) and AVX512_VBMI (byte permutes) on top of kAvx512: the integer indexer of the AVX-512
 // tiers (indexer_int8_avx512.cc). Ice Lake, Sapphire Rapids, Zen 4 and later have both; Skylake-SP and
-// Cascade Lake do not (their tiers keep the fp32 / VDPBF16PS indexer loops).
+// Cascade Lake do not (their tiers score packed keys on AVX2's integer path, indexer.cc packed_path).
 bool has_avx512_vnni_vbmi();
 // Whether the CPU's vendor is Intel (CPUID leaf 0): where a tuning measured differently on Intel and AMD
 // cores (row_pairs.h stream_prefetch_bytes).

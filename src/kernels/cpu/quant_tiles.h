@@ -131,7 +131,8 @@ inline int64_t fp8_bf16pairs_stride(int64_t k) { return (k + 127) / 128 * 64; }
 // `scratch` (fp8_scratch_floats(isa, n_tokens, k) floats) for the VDPBF16PS tile; activations it refuses
 // take the AVX-512 fp32 tile on x itself and count a bf16 refusal (bf16_refusals.h): the decision is per
 // call, so a refusal moves every row of it to the other summation order. kAvx2 prepares x for
-// fp8_tile_avx2_prepared (every call). Other ISAs: fp8_tile_for(isa) on x. isa already resolved.
+// fp8_tile_avx2_prepared (every call) where fp8_avx2_rebias(). Otherwise, and on the other ISAs:
+// fp8_tile_for(isa) on x. isa already resolved.
 struct Fp8Operand {
   Fp8TileFn tile;
   const float* x;

@@ -1,8 +1,8 @@
 // kernels: AVX2 + FMA + F16C tiles for FP8 / BF16 weights (CPUs without AVX-512, e.g. AMD Zen 2/3, Intel
 // before Ice Lake). Weights are decoded in registers:
-//   FP8: on prepared activations (fp8_operand), each code rebiased into the fp32 w·2^-120 by integer shifts
-//        and masks; on raw ones (fp8_tile_for), E4M3 → half w/256 by a shift and mask, then vcvtph2ps
-//        (RebiasDecode / HalfDecode below).
+//   FP8: on prepared activations (fp8_operand on AMD cores), each code rebiased into the fp32 w·2^-120 by
+//        integer shifts and masks; on raw ones (fp8_tile_for, and fp8_operand on Intel: fp8_avx2_rebias),
+//        E4M3 → half w/256 by a shift and mask, then vcvtph2ps (RebiasDecode / HalfDecode below).
 //   BF16: a zero-extended word shifted left by 16.
 // 16 ymm registers bound the register blocking (the FP8 order: see fp8_step8 below).
 // Each (row, token) sum follows one sequence of fp32 operations whatever the tile's rows and tokens, so

@@ -12,8 +12,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/formats.h"
@@ -1328,6 +1330,42 @@ TEST(KernelQuantMatmul, IsaNamesRoundTrip) {
   Isa dummy;
   EXPECT_FALSE(parse_isa("sse9", &dummy));
   EXPECT_TRUE(isa_supported(resolve_isa(Isa::kAvx512)));
+}
+
+// The CPU family that picks the decode-order prefetch distance (row_pairs.h stream_prefetch_bytes): the
+// leaf-1 arithmetic on known signatures, and this machine's model against what Linux reports in
+// /proc/cpuinfo (its own decoding of the same CPUID leaves).
+TEST(KernelQuantMatmul, CpuFamilyFromCpuid) {
+  EXPECT_EQ(cpu_family_from_leaf1(0x00B00F21u), 0x1A);  // AMD Zen 5 (EPYC 9005): base 0xF + extended 0xB
+  EXPECT_EQ(cpu_family_from_leaf1(0x00A10F11u), 0x19);  // AMD Zen 4 (EPYC 9004)
+  EXPECT_EQ(cpu_family_from_leaf1(0x00A00F11u), 0x19);  // AMD Zen 3 (EPYC 7003)
+  EXPECT_EQ(cpu_family_from_leaf1(0x000806F8u), 6);     // Intel Sapphire Rapids: base 6, extended not added
+  EXPECT_EQ(cpu_family_from_leaf1(0x0FF00F00u), 0xF + 0xFF);  // every extended-family bit, nothing above
+  EXPECT_EQ(cpu_family_from_leaf1(0x00000F29u), 0xF);    // base 0xF with extended 0
+#if defined(__x86_64__) && defined(__linux__)
+  std::ifstream info("/proc/cpuinfo");
+  ASSERT_TRUE(info.good()) << "x86-64 Linux without /proc/cpuinfo";
+  std::string line, vendor;
+  int family = -1;
+  while (std::getline(info, line) && (vendor.empty() || family < 0)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_first_of(" \t"));
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "vendor_id") vendor = value;
+    if (line.rfind("cpu family", 0) == 0) family = std::stoi(value);
+  }
+  ASSERT_FALSE(vendor.empty());
+  ASSERT_GE(family, 0);
+  const CpuModel cpu = cpu_model();
+  EXPECT_EQ(cpu.family, family);
+  EXPECT_EQ(cpu.vendor == CpuVendor::kIntel, vendor == "GenuineIntel");
+  EXPECT_EQ(cpu.vendor == CpuVendor::kAmd, vendor == "AuthenticAMD");
+  EXPECT_EQ(is_intel_cpu(), vendor == "GenuineIntel");
+  // The rule itself: 2 KiB ahead on Intel and on AMD from Zen 5, 0 elsewhere.
+  const bool far = vendor == "GenuineIntel" || (vendor == "AuthenticAMD" && family >= 0x1A);
+  EXPECT_EQ(detail::stream_prefetch_bytes(), far ? 2048 : 0);
+#endif
 }
 
 }  // namespace

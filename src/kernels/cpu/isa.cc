@@ -74,23 +74,34 @@ bool has_avx512_bf16() {
 #endif
 }
 
-bool is_intel_cpu() {
+int cpu_family_from_leaf1(unsigned eax) {
+  const int base = static_cast<int>((eax >> 8) & 0xFu);
+  return base == 0xF ? base + static_cast<int>((eax >> 20) & 0xFFu) : base;
+}
+
+CpuModel cpu_model() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  // CPUID leaf 0: the vendor string in EBX, EDX, ECX ("Genu", "ineI", "ntel").
-  static const bool kIntel = [] {
+  static const CpuModel kModel = [] {
+    CpuModel m;
+    // Leaf 0: the vendor string in EBX, EDX, ECX ("Genu" "ineI" "ntel", "Auth" "enti" "cAMD").
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return m;
     char vendor[12];
     std::memcpy(vendor, &b, 4);
     std::memcpy(vendor + 4, &d, 4);
     std::memcpy(vendor + 8, &c, 4);
-    return std::memcmp(vendor, "GenuineIntel", 12) == 0;
+    if (std::memcmp(vendor, "GenuineIntel", 12) == 0) m.vendor = CpuVendor::kIntel;
+    if (std::memcmp(vendor, "AuthenticAMD", 12) == 0) m.vendor = CpuVendor::kAmd;
+    if (__get_cpuid(1, &a, &b, &c, &d)) m.family = cpu_family_from_leaf1(a);
+    return m;
   }();
-  return kIntel;
+  return kModel;
 #else
-  return false;
+  return {};
 #endif
 }
+
+bool is_intel_cpu() { return cpu_model().vendor == CpuVendor::kIntel; }
 
 bool has_avx512_vnni_vbmi() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -31,9 +31,19 @@ bool has_avx512_bf16();
 // tiers (indexer_int8_avx512.cc). Ice Lake, Sapphire Rapids, Zen 4 and later have both; Skylake-SP and
 // Cascade Lake do not (their tiers score packed keys on AVX2's integer path, indexer.cc packed_path).
 bool has_avx512_vnni_vbmi();
-// Whether the CPU's vendor is Intel (CPUID leaf 0): where a tuning measured differently on Intel and AMD
-// cores (row_pairs.h stream_prefetch_bytes).
-bool is_intel_cpu();
+// The CPU's vendor (CPUID leaf 0) and display family (leaf 1): where a tuning measured differently on one
+// kind of core (row_pairs.h stream_prefetch_bytes, quant_tiles.h fp8_avx2_rebias). AMD Zen 3 and Zen 4
+// report family 0x19, Zen 5 0x1A. {kOther, 0} off x86-64.
+enum class CpuVendor { kOther, kIntel, kAmd };
+struct CpuModel {
+  CpuVendor vendor = CpuVendor::kOther;
+  int family = 0;
+};
+CpuModel cpu_model();
+// The display family of a CPUID leaf-1 EAX: the base family (bits 8..11), plus the extended family (bits
+// 20..27) where the base is 0xF, as Intel's and AMD's manuals define it (and Linux's "cpu family").
+int cpu_family_from_leaf1(unsigned eax);
+bool is_intel_cpu();  // cpu_model().vendor == CpuVendor::kIntel
 // The fastest ISA whose results do not depend on which requests share a batch: best_isa() except that
 // AMX (which sums GEMMs of >= 16 rows in another order) gives way to kAvx512. Engines that batch
 // independent requests (serve, generate-batch, bench-engine) default to it.

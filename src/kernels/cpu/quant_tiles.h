@@ -33,7 +33,7 @@ extern const float kE8m0ToFloat[256];
 // near T0 one were each within noise or slower. What moved the stream was how many row streams a pass
 // follows (the L2 streamer's look-ahead is per stream and page): dsv4_bench fp4_tile_stream/*. (That was an
 // Intel core; on Zen 4 the same distance slows far-apart streams, and the GEMM drivers' decode order
-// passes 0 on AMD and 2 KiB on Intel: row_pairs.h stream_prefetch_bytes.)
+// passes 0 on AMD before Zen 5 and 2 KiB on Intel and Zen 5: row_pairs.h stream_prefetch_bytes.)
 struct Fp8Tile {
   const uint8_t* w[kTileRows];  // E4M3 codes of each row, [k]
   const uint8_t* s[kTileRows];  // E8M0 scales of each row's 128-row block, [ceil(k/128)]

@@ -54,20 +54,35 @@ inline int stream_tile_rows(int64_t len, int rows_per_tile, int64_t q) {
   return n;
 }
 // How far ahead of its own reads a tile prefetches in decode order (Fp8Tile::prefetch and the others).
-// AMD: 0, the line it is about to load (the tiles' prefetch instruction stays, a no-op). Zen 4, one thread,
-// 32 MiB matrices, CPU time, 8 passes of 1 GiB interleaved in one process (median / best GB per CPU-second)
-// at 0 / 256 B / 1 KiB ahead in each stream: fp8_gemm m=1 k=4096 23.3 / 22.2 / 19.1 (best 27.2 / 25.2 /
-// 21.6), fp4_gemm k=2048 20.8 / 19.3 / 19.8, bf16_gemm m=1 19.3 / - / 15.5, m=2 18.2 / - / 13.9; a whole
-// row ahead 10-25% slower still; at 8 tokens (compute-bound) all alike. The hardware streamers already
-// follow these far-apart streams; an early demand for the same lines only takes miss buffers from them.
+// AMD before Zen 5 (family 0x19 and earlier): 0, the line it is about to load (the tiles' prefetch
+// instruction stays, a no-op). Zen 4, one thread, 32 MiB matrices, CPU time, 8 passes of 1 GiB interleaved
+// in one process (median / best GB per CPU-second) at 0 / 256 B / 1 KiB ahead in each stream: fp8_gemm m=1
+// k=4096 23.3 / 22.2 / 19.1 (best 27.2 / 25.2 / 21.6), fp4_gemm k=2048 20.8 / 19.3 / 19.8, bf16_gemm m=1
+// 19.3 / - / 15.5, m=2 18.2 / - / 13.9; a whole row ahead 10-25% slower still; at 8 tokens (compute-bound)
+// all alike. The hardware streamers already follow these far-apart streams; an early demand for the same
+// lines only takes miss buffers from them.
 // Intel: 2 KiB. Its L2 streamer stops at each 4 KiB page. A Xeon with AMX (2 vCPUs, 2 threads, the dsv4
 // bench decode GEMV rows from a 1 GiB working set, two runs, share of the read probe at 0 / 512 / 1024 /
 // 2048 bytes), --isa avx512: fp4 w1/w3 54-53 / 67-68 / 61-70 / 72-74%, fp8 wq_b 54-56 / 73-74 / 78-79 /
 // 81-86%, shared w2 52-47 / 70-72 / 79 / 84-87%; --isa avx2 fp4 w1/w3 24 / 53-57 / 57-66 / 64%. (AMX's own
 // kernels, which serve the dense projections where the CPU has it, prefetch their next row block
 // themselves: quant_gemm_amx.cc.)
+// AMD Zen 5 (family 0x1A and later): 2 KiB. A plain read loop on 2 MiB pages, 2 threads, one line per
+// stream and step, streams 1 MiB apart, medians of 7 passes of 1 GiB: 1 or 2 streams per thread read 56-59
+// GB/s with or without a prefetch, but 4 streams 30 GB/s (8: 27) without and 45-47 with one 1-2 KiB ahead
+// (8: 41); so the BF16 tile's four streams need it, and the two-row tiles' two streams gain from it as soon
+// as their tokens' work spaces the loads out. fp8/bf16_gemm in the model's shapes, 2 threads, the same
+// kind of loop over a 1 GiB working set, wall GB/s medians of 10 passes at 0 / 2048 / 3072 bytes: m=1
+// fp8 4096x8192 42 / 51 / 55, bf16 8192x4096 39 / 44 / 41, the head (129280x4096) 40 / 44 / 41, fp8 k=4096
+// 51-54 alike, fp8 32768x1024 57 / 54 / 54; m=4 fp8 2048x4096 18 / 29 / 29, bf16 8192x4096 24 / 28 / 27;
+// m=8 fp8 4096x8192 16 / 20 / 20.
+// Other vendors: 0, as AMD's older cores (unmeasured).
 inline int64_t stream_prefetch_bytes() {
-  static const int64_t kBytes = is_intel_cpu() ? 2048 : 0;
+  static const int64_t kBytes = [] {
+    const CpuModel cpu = cpu_model();
+    const bool far = cpu.vendor == CpuVendor::kIntel || (cpu.vendor == CpuVendor::kAmd && cpu.family >= 0x1A);
+    return far ? int64_t{2048} : int64_t{0};
+  }();
   return kBytes;
 }
 

@@ -123,6 +123,7 @@ class Loader {
         for (size_t i = 0; i < f.size(); ++i) lw->bf16_owned[i] = float_to_bf16(f[i]);
         lw->format = WeightFormat::kBf16;
         lw->bf16 = {lw->bf16_owned.data(), n_out, n_in};
+        find_bf16_row_guards(lw);
         return Status::ok();
       }
       DSV4_RETURN_IF_ERROR(dequant_fp8(prefix, no, ni, &lw->w));
@@ -200,11 +201,20 @@ class Loader {
     const std::byte* p = t.data.data();
     if (reinterpret_cast<uintptr_t>(p) % alignof(uint16_t) == 0) {
       lw->bf16 = {reinterpret_cast<const uint16_t*>(p), n_out, n_in};
-      return;
+    } else {
+      lw->bf16_owned.resize(static_cast<size_t>(t.n_elements));
+      std::memcpy(lw->bf16_owned.data(), p, t.n_elements * 2);
+      lw->bf16 = {lw->bf16_owned.data(), n_out, n_in};
     }
-    lw->bf16_owned.resize(static_cast<size_t>(t.n_elements));
-    std::memcpy(lw->bf16_owned.data(), p, t.n_elements * 2);
-    lw->bf16 = {lw->bf16_owned.data(), n_out, n_in};
+    find_bf16_row_guards(lw);
+  }
+
+  // The weights never change, so the VDPBF16PS tile's per-row guard is found once here (one read of the
+  // BF16 weights at load) rather than on every call.
+  static void find_bf16_row_guards(LinearWeight* lw) {
+    lw->bf16_row_ok.resize(static_cast<size_t>(lw->bf16.n_rows));
+    kernels::bf16_rows_in_guard(lw->bf16.data, lw->bf16.n_rows, lw->bf16.n_cols, lw->bf16_row_ok.data());
+    lw->bf16.row_ok = lw->bf16_row_ok.data();
   }
 
   static Status decode_float(const TensorInfo& t, std::vector<float>* out) {

@@ -37,6 +37,7 @@ struct LinearWeight {
   kernels::Fp4Matrix fp4;
   kernels::Bf16Matrix bf16;
   std::vector<uint16_t> bf16_owned;  // backs `bf16` when the mapping's data is unaligned or converted
+  std::vector<uint8_t> bf16_row_ok;  // backs bf16.row_ok: each row's VDPBF16PS guard, found once at load
 };
 
 // The token embedding, left in the mapping ([vocab, dim] BF16, F16 or F32); rows decode exactly.

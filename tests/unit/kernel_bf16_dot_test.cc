@@ -91,6 +91,13 @@ TEST(KernelBf16Dot, BitExactAgainstEmulatedOrder) {
         expect_emulated(w, x, m, out, what);
         bf16_gemm(w, x, m, threaded.data(), MatmulOptions{false, Isa::kAvx512Bf16, &pool, 1});
         ASSERT_EQ(0, std::memcmp(out.data(), threaded.data(), out.size() * sizeof(float))) << what << " threads";
+        // The rows' guard found once (the model's loader): the tile skips its own check, same bits.
+        std::vector<uint8_t> row_ok(static_cast<size_t>(n), 2);
+        bf16_rows_in_guard(w.data, n, k, row_ok.data());
+        for (uint8_t v : row_ok) ASSERT_EQ(v, 1) << what;
+        bf16_gemm(Bf16Matrix{w.data, n, k, row_ok.data()}, x, m, threaded.data(),
+                  MatmulOptions{false, Isa::kAvx512Bf16, &pool, 1});
+        ASSERT_EQ(0, std::memcmp(out.data(), threaded.data(), out.size() * sizeof(float))) << what << " row_ok";
       }
     }
   }
@@ -113,23 +120,25 @@ TEST(KernelBf16Dot, TileEveryShapeBitExact) {
     ASSERT_EQ(8, detail::bf16_pack_x(x.data(), 8, k, xb, ok));
     for (int rows = 1; rows <= kRows; ++rows)
       for (int first = 0; first + rows <= kRows; ++first)
-        for (int tokens = 1; tokens <= 8; ++tokens) {
+        for (int tokens = 1; tokens <= 16; ++tokens) {  // 9..16: the same shapes, the rows' guard known
           detail::Bf16Tile t;
           for (int r = 0; r < rows; ++r) t.w[r] = w.data() + (first + r) * k;
+          for (int r = 0; r < rows; ++r) t.w_ok[r] = tokens > 8 ? 1 : -1;
           t.n_rows = rows;
           t.x = x.data();
           t.ldx = k;
-          t.n_tokens = tokens;
+          t.n_tokens = (tokens - 1) % 8 + 1;
           t.k = k;
           t.xb = xb;
           t.ldxb = ldxb;
           t.x_ok = ok;
           detail::bf16_tile_avx512bf16(t);
           for (int r = 0; r < rows; ++r)
-            for (int j = 0; j < tokens; ++j) {
+            for (int j = 0; j < t.n_tokens; ++j) {
               const float want = emulated_dot(t.w[r], x.data() + j * k, k);
               ASSERT_EQ(0, std::memcmp(&want, &t.sums[r][j], sizeof(float)))
-                  << "k=" << k << " tile " << rows << "x" << tokens << " row " << first + r << " token " << j;
+                  << "k=" << k << " tile " << rows << "x" << t.n_tokens << " row " << first + r << " token " << j
+                  << (tokens > 8 ? " (guard known)" : "");
             }
         }
   }
@@ -159,34 +168,67 @@ TEST(KernelBf16Dot, GuardFallsBackPerRowAndToken) {
     x[static_cast<size_t>(1 * k + 3)] = std::ldexp(1.0f, -60);
     x[static_cast<size_t>(4 * k + 5)] = 1.0f + std::ldexp(1.0f, -20);
     x[static_cast<size_t>(6 * k + 3)] = std::ldexp(1.0f, 40);
-    const Bf16Matrix w{wbuf.data(), n, k};
     const auto bad_row = [](int64_t r) { return r == 2 || r == 5 || r == 7; };
     const auto bad_token = [](int64_t t) { return t == 1 || t == 4; };
-    std::vector<float> fp32(static_cast<size_t>(m * n)), dot(fp32.size()), threaded(fp32.size());
-    bf16_gemm(w, x.data(), m, fp32.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
-    const uint64_t before = bf16_refusals();
-    bf16_gemm(w, x.data(), m, dot.data(), MatmulOptions{false, Isa::kAvx512Bf16, nullptr, 1});
-    EXPECT_GT(bf16_refusals(), before) << "k=" << k;
-    bf16_gemm(w, x.data(), m, threaded.data(), MatmulOptions{false, Isa::kAvx512Bf16, &pool, 1});
-    ASSERT_EQ(0, std::memcmp(dot.data(), threaded.data(), dot.size() * sizeof(float))) << "k=" << k << " threads";
-    for (int64_t t = 0; t < m; ++t)
-      for (int64_t r = 0; r < n; ++r) {
-        const size_t i = static_cast<size_t>(t * n + r);
-        const std::string at = "k=" + std::to_string(k) + " row " + std::to_string(r) + " token " + std::to_string(t);
-        if (bad_row(r) || bad_token(t)) {
-          ASSERT_EQ(0, std::memcmp(&fp32[i], &dot[i], sizeof(float))) << at << " fp32 " << fp32[i] << " got " << dot[i];
-        } else {
-          const float want = emulated_dot(wbuf.data() + r * k, x.data() + t * k, k);
-          ASSERT_EQ(0, std::memcmp(&want, &dot[i], sizeof(float))) << at;
+    std::vector<uint8_t> row_ok(static_cast<size_t>(n), 2);
+    bf16_rows_in_guard(wbuf.data(), n, k, row_ok.data());
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(row_ok[static_cast<size_t>(r)], bad_row(r) ? 0 : 1) << "row " << r;
+    // The tile checking each row it loads, then the rows' guard found once (the model's loader).
+    for (const uint8_t* known : {static_cast<const uint8_t*>(nullptr), static_cast<const uint8_t*>(row_ok.data())}) {
+      const Bf16Matrix w{wbuf.data(), n, k, known};
+      std::vector<float> fp32(static_cast<size_t>(m * n)), dot(fp32.size()), threaded(fp32.size());
+      bf16_gemm(w, x.data(), m, fp32.data(), MatmulOptions{false, Isa::kAvx512, nullptr, 1});
+      const uint64_t before = bf16_refusals();
+      bf16_gemm(w, x.data(), m, dot.data(), MatmulOptions{false, Isa::kAvx512Bf16, nullptr, 1});
+      EXPECT_GT(bf16_refusals(), before) << "k=" << k;
+      bf16_gemm(w, x.data(), m, threaded.data(), MatmulOptions{false, Isa::kAvx512Bf16, &pool, 1});
+      ASSERT_EQ(0, std::memcmp(dot.data(), threaded.data(), dot.size() * sizeof(float))) << "k=" << k << " threads";
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t r = 0; r < n; ++r) {
+          const size_t i = static_cast<size_t>(t * n + r);
+          const std::string at = "k=" + std::to_string(k) + " row " + std::to_string(r) + " token " + std::to_string(t);
+          if (bad_row(r) || bad_token(t)) {
+            ASSERT_EQ(0, std::memcmp(&fp32[i], &dot[i], sizeof(float)))
+                << at << " fp32 " << fp32[i] << " got " << dot[i];
+          } else {
+            const float want = emulated_dot(wbuf.data() + r * k, x.data() + t * k, k);
+            ASSERT_EQ(0, std::memcmp(&want, &dot[i], sizeof(float))) << at;
+          }
         }
+      // Each token alone: the same bits (the guard's choice for a token never depends on the others).
+      std::vector<float> single(static_cast<size_t>(n));
+      for (int64_t t = 0; t < m; ++t) {
+        bf16_gemm(w, x.data() + t * k, 1, single.data(), MatmulOptions{false, Isa::kAvx512Bf16, nullptr, 1});
+        ASSERT_EQ(0, std::memcmp(single.data(), dot.data() + t * n, single.size() * sizeof(float))) << "token " << t;
       }
-    // Each token alone: the same bits (the guard's choice for a token never depends on the others).
-    std::vector<float> single(static_cast<size_t>(n));
-    for (int64_t t = 0; t < m; ++t) {
-      bf16_gemm(w, x.data() + t * k, 1, single.data(), MatmulOptions{false, Isa::kAvx512Bf16, nullptr, 1});
-      ASSERT_EQ(0, std::memcmp(single.data(), dot.data() + t * n, single.size() * sizeof(float))) << "token " << t;
     }
   }
+}
+
+// bf16_rows_in_guard against the guard's definition on float values: a row is inside unless some weight is
+// nonzero with |w| < 2^-56 (denormals included); zeros of either sign, 2^-56 itself, infinities and NaNs
+// are inside. Each offending value alone in an otherwise normal row, at the first, a middle and the last
+// column.
+TEST(KernelBf16Dot, RowsInGuardFollowsTheDefinition) {
+  const uint16_t cases[] = {0x0000, 0x8000, 0x0001, 0x807F, 0x0080, 0x237F, 0xA37F, 0x2380,
+                            0xA380, 0x3F80, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x0040};
+  const int64_t k = 37;
+  for (uint16_t v : cases) {
+    const float f = bf16_to_float(v);
+    const bool inside = f == 0.0f || !(std::fabs(f) < std::ldexp(1.0f, -56));  // NaN compares false: inside
+    for (int64_t col : {int64_t{0}, int64_t{18}, k - 1}) {
+      std::vector<uint16_t> w(static_cast<size_t>(3 * k), float_to_bf16(0.25f));
+      w[static_cast<size_t>(k + col)] = v;  // row 1
+      uint8_t ok[3] = {9, 9, 9};
+      bf16_rows_in_guard(w.data(), 3, k, ok);
+      EXPECT_EQ(ok[0], 1);
+      EXPECT_EQ(ok[1], inside ? 1 : 0) << std::hex << "bits 0x" << v << " col " << std::dec << col;
+      EXPECT_EQ(ok[2], 1);
+    }
+  }
+  uint8_t none = 7;
+  bf16_rows_in_guard(nullptr, 0, 5, &none);  // no rows: nothing written
+  EXPECT_EQ(none, 7);
 }
 
 }  // namespace

@@ -165,6 +165,7 @@ void fill_scales(HugeBytes& v, uint64_t seed) {
 // One matrix's storage (codes + scales) in the checkpoint layout.
 struct Weights {
   HugeBytes codes, scales;
+  std::vector<uint8_t> row_ok;  // BF16: each row's VDPBF16PS guard, found once as the model's loader does
 };
 
 Weights make_weights(const Shape& s, uint64_t seed) {
@@ -174,6 +175,8 @@ Weights make_weights(const Shape& s, uint64_t seed) {
     w.codes.resize(static_cast<size_t>(2 * s.n_rows * s.n_cols));
     fill_codes(w.codes, seed, false);
     for (size_t i = 1; i < w.codes.size(); i += 2) w.codes[i] = static_cast<uint8_t>((w.codes[i] & 0x80) | 0x3B);
+    w.row_ok.resize(static_cast<size_t>(s.n_rows));
+    kernels::bf16_rows_in_guard(reinterpret_cast<const uint16_t*>(w.codes.data()), s.n_rows, s.n_cols, w.row_ok.data());
     return w;
   }
   if (s.kind == Kind::kFp4) {
@@ -199,7 +202,7 @@ void run_gemm(const Shape& s, const Weights& w, const float* x, int64_t m, float
               const kernels::MatmulOptions& opt) {
   if (s.kind == Kind::kBf16) {
     const auto* data = reinterpret_cast<const uint16_t*>(w.codes.data());
-    kernels::bf16_gemm(kernels::Bf16Matrix{data, s.n_rows, s.n_cols}, x, m, out, opt);
+    kernels::bf16_gemm(kernels::Bf16Matrix{data, s.n_rows, s.n_cols, w.row_ok.data()}, x, m, out, opt);
   } else if (s.kind == Kind::kFp4) {
     kernels::fp4_gemm(kernels::Fp4Matrix{w.codes.data(), w.scales.data(), s.n_rows, s.n_cols}, x, m, out, opt);
   } else {

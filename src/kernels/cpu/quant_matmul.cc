@@ -203,7 +203,10 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
           [&](const detail::AmxRowsArgs& a) { detail::bf16_gemm_amx_rows(w.data, w.n_rows, w.n_cols, a); }, opt))
     return;
 #endif
-  auto set_row = [&](detail::Bf16Tile& t, int r, int64_t row) { t.w[r] = w.data + row * w.n_cols; };
+  auto set_row = [&](detail::Bf16Tile& t, int r, int64_t row) {
+    t.w[r] = w.data + row * w.n_cols;
+    t.w_ok[r] = w.row_ok != nullptr ? static_cast<int8_t>(w.row_ok[row] != 0) : int8_t{-1};
+  };
   const float* xa = aligned_x(x, n_tokens, w.n_cols);
   detail::Bf16TileFn tile = detail::bf16_tile_for(isa);
 #if defined(__x86_64__)
@@ -229,6 +232,18 @@ void bf16_gemm(const Bf16Matrix& w, const float* x, int64_t n_tokens, float* out
   }
 #endif
   run_rows<detail::Bf16Tile>(w.n_rows, n_tokens, w.n_cols, xa, w.n_cols, out, opt, 2 * w.n_cols, tile, set_row);
+}
+
+void bf16_rows_in_guard(const uint16_t* w, int64_t n_rows, int64_t k, uint8_t* row_ok) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint16_t* row = w + r * k;
+    bool ok = true;
+    for (int64_t i = 0; i < k; ++i) {
+      const int m = row[i] & 0x7FFF;
+      ok &= m == 0 || m >= detail::kBf16GuardMinMagnitude;
+    }
+    row_ok[r] = static_cast<uint8_t>(ok);
+  }
 }
 
 void fp4_gemm(const Fp4Matrix& w, const float* x, int64_t n_tokens, float* out, const MatmulOptions& opt) {

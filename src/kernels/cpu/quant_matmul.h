@@ -47,7 +47,15 @@ struct Bf16Matrix {
   const uint16_t* data = nullptr;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
+  // Optional [n_rows]: bf16_rows_in_guard of these rows, so that the VDPBF16PS tile (kAvx512Bf16) need not
+  // check every weight it loads on every call (at one token the check cost a third of the head's stream).
+  // nullptr: the tile checks the rows it loads. Either way the same rows take the same path.
+  const uint8_t* row_ok = nullptr;
 };
+
+// row_ok[r] = 1 when every weight of row r is zero, non-finite or at least 2^-56 in magnitude (the
+// VDPBF16PS tile's weight guard, quant_tiles_bf16_avx512bf16.cc), else 0. w: [n_rows, k] bf16 bits.
+void bf16_rows_in_guard(const uint16_t* w, int64_t n_rows, int64_t k, uint8_t* row_ok);
 
 // The fewest tokens a GEMM runs on AMX by default (MatmulOptions, and the routed experts of the model). The
 // AMX kernel is batch-invariant at every token count; per call it costs about the same from 1 to 16 tokens

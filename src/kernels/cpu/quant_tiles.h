@@ -64,8 +64,14 @@ struct Fp4Tile {
 // 16 columns, shared by every row of the tile), so four rows halve the loads per FMA of two; the AVX2 and
 // scalar tiles take the rows two at a time / one at a time.
 inline constexpr int kBf16TileRows = 4;
+// The VDPBF16PS tile's weight guard: a row is inside it when every weight's magnitude bits (bits & 0x7FFF)
+// are 0 or at least this (2^-56; inf and NaN pass).
+inline constexpr uint16_t kBf16GuardMinMagnitude = 71 << 7;
 struct Bf16Tile {
   const uint16_t* w[kBf16TileRows];  // [k] bf16 bits of each row
+  // bf16_tile_avx512bf16 only: each row's guard when the caller knows it (Bf16Matrix::row_ok: 1 inside,
+  // 0 outside), or -1: the tile checks the row on the weights it loads.
+  int8_t w_ok[kBf16TileRows] = {-1, -1, -1, -1};
   int n_rows;                        // 1..kBf16TileRows
   const float* x;
   int64_t ldx;

@@ -14,9 +14,11 @@
 // nonzero |activation| and |weight| ≥ 2^-56, so every product is a multiple of 2^-126 and so is every
 // partial sum (an exact sum of such multiples that fp32 rounds stays one), whose nonzero values are then
 // ≥ 2^-126: normal. Tokens are checked once per call (bf16_gemm: x_ok), weight rows in the tile on the
-// bytes it loads anyway (no pass over a matrix per call); a (row, token) pair outside the guard takes the
-// AVX-512 fp32 tile's sum instead. Both decisions are per row and per token, so a row's result never
-// depends on what else shares its tile or call (batch invariance).
+// bytes it loads anyway, unless the caller knows them (Bf16Matrix::row_ok, found once at model load: the
+// check is 3 ALU uops per row per 64 bytes, and at one token on Zen 5 it cost the head's stream a third);
+// a (row, token) pair outside the guard takes the AVX-512 fp32 tile's sum instead. Both decisions are per
+// row and per token, so a row's result never depends on what else shares its tile or call (batch
+// invariance).
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -27,9 +29,6 @@
 
 namespace dsv4::kernels::detail {
 namespace {
-
-// Nonzero bf16 magnitudes (bits & 0x7FFF) below this are below 2^-56 (exponent field < 71), or denormal.
-constexpr short kMinMagnitude = 71 << 7;
 
 // One 32-column step of R rows × T tokens. kCheck: fold the weights' (magnitude − 1) into wmin (unsigned
 // 16-bit min; a zero weight wraps to 0xFFFF and never fails), 3 ALU uops per row on pipes the dot products
@@ -115,29 +114,30 @@ inline void dp_pass(const Bf16Tile& t, int r0, int j0, int64_t kb, int64_t ke, D
 
 // Passes of up to 4 rows × 4 tokens (16 accumulators, 4 weights, 4 guard minima and the activation fit
 // the 32 registers; 6 tokens as in the fp32 tile would need 33), or 2 rows × 8 tokens at 8 (each weight
-// read once per chunk).
-template <int R>
+// read once per chunk). kCheck: the first pass over each row also folds its weights into the guard minima
+// (false when the caller knows every row's guard: Bf16Tile::w_ok).
+template <int R, bool kCheck>
 void dp_chunk(const Bf16Tile& t, int64_t kb, int64_t ke, DpState<R>& st) {
   switch (t.n_tokens) {
-    case 1: return dp_pass<R, R, 1, true>(t, 0, 0, kb, ke, st);
-    case 2: return dp_pass<R, R, 2, true>(t, 0, 0, kb, ke, st);
-    case 3: return dp_pass<R, R, 3, true>(t, 0, 0, kb, ke, st);
-    case 4: return dp_pass<R, R, 4, true>(t, 0, 0, kb, ke, st);
+    case 1: return dp_pass<R, R, 1, kCheck>(t, 0, 0, kb, ke, st);
+    case 2: return dp_pass<R, R, 2, kCheck>(t, 0, 0, kb, ke, st);
+    case 3: return dp_pass<R, R, 3, kCheck>(t, 0, 0, kb, ke, st);
+    case 4: return dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
     case 5:
-      dp_pass<R, R, 3, true>(t, 0, 0, kb, ke, st);
+      dp_pass<R, R, 3, kCheck>(t, 0, 0, kb, ke, st);
       return dp_pass<R, R, 2, false>(t, 0, 3, kb, ke, st);
     case 6:
-      dp_pass<R, R, 3, true>(t, 0, 0, kb, ke, st);
+      dp_pass<R, R, 3, kCheck>(t, 0, 0, kb, ke, st);
       return dp_pass<R, R, 3, false>(t, 0, 3, kb, ke, st);
     case 7:
-      dp_pass<R, R, 4, true>(t, 0, 0, kb, ke, st);
+      dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
       return dp_pass<R, R, 3, false>(t, 0, 4, kb, ke, st);
     default:
       if constexpr (R == 4) {
-        dp_pass<R, 2, 8, true>(t, 0, 0, kb, ke, st);
-        return dp_pass<R, 2, 8, true>(t, 2, 0, kb, ke, st);
+        dp_pass<R, 2, 8, kCheck>(t, 0, 0, kb, ke, st);
+        return dp_pass<R, 2, 8, kCheck>(t, 2, 0, kb, ke, st);
       } else {
-        dp_pass<R, R, 4, true>(t, 0, 0, kb, ke, st);
+        dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
         return dp_pass<R, R, 4, false>(t, 0, 4, kb, ke, st);
       }
   }
@@ -150,7 +150,16 @@ void dp_rows(Bf16Tile& t) {
     st.wmin[r] = _mm512_set1_epi16(-1);
     for (int j = 0; j < kTileTokens; ++j) st.acc[r][j] = _mm512_setzero_ps();
   }
-  for (int64_t kb = 0; kb < t.k; kb += kKChunk) dp_chunk<R>(t, kb, std::min(t.k, kb + kKChunk), st);
+  bool known = true;  // every row's guard given by the caller: no check in the loop
+  for (int r = 0; r < R; ++r) known &= t.w_ok[r] >= 0;
+  for (int64_t kb = 0; kb < t.k; kb += kKChunk) {
+    const int64_t ke = std::min(t.k, kb + kKChunk);
+    if (known) {
+      dp_chunk<R, false>(t, kb, ke, st);
+    } else {
+      dp_chunk<R, true>(t, kb, ke, st);
+    }
+  }
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = reduce16(st.acc[r][j]);
   const __m512i* wmin = st.wmin;
@@ -158,7 +167,9 @@ void dp_rows(Bf16Tile& t) {
   bool all_ok = true;
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    rows_ok[r] = _mm512_cmplt_epu16_mask(wmin[r], _mm512_set1_epi16(kMinMagnitude - 1)) == 0;
+    rows_ok[r] = known ? t.w_ok[r] != 0
+                       : _mm512_cmplt_epu16_mask(
+                             wmin[r], _mm512_set1_epi16(static_cast<short>(kBf16GuardMinMagnitude - 1))) == 0;
     all_ok &= rows_ok[r];
   }
   for (int j = 0; j < t.n_tokens; ++j) all_ok &= t.x_ok[j] != 0;

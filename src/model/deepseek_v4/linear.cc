@@ -49,7 +49,7 @@ LinearWeight row_slice(const LinearWeight& w, int64_t r0, int64_t rows) {
       s.fp4 = {w.fp4.packed + r0 * (k / 2), w.fp4.scales + r0 * (k / 32), rows, k};
       break;
     case WeightFormat::kBf16:
-      s.bf16 = {w.bf16.data + r0 * k, rows, k};
+      s.bf16 = {w.bf16.data + r0 * k, rows, k, w.bf16.row_ok != nullptr ? w.bf16.row_ok + r0 : nullptr};
       break;
     case WeightFormat::kF32:
       break;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/formats.h"
@@ -153,8 +154,8 @@ TEST(KernelBf16Dot, GuardFallsBackPerRowAndToken) {
   if (!have_tier()) GTEST_SKIP() << "no AVX512_BF16";
   std::mt19937 rng(11);
   ThreadPool pool(3);
-  const int64_t n = 11, m = 7;
-  for (int64_t k : {40, 256}) {
+  const int64_t n = 11;
+  for (const auto& [m, k] : {std::pair<int64_t, int64_t>{7, 40}, {7, 256}, {8, 40}, {8, 256}}) {  // 8: 4 x 4 passes
     std::vector<uint16_t> wbuf = make_w(rng, n, k, 0);
     std::vector<float> x = make_x(rng, m, k, 0);
     // Rows 2, 7: a tiny weight; row 5: a denormal one. Column 3 of every other row and token is zero, so
@@ -186,7 +187,8 @@ TEST(KernelBf16Dot, GuardFallsBackPerRowAndToken) {
       for (int64_t t = 0; t < m; ++t)
         for (int64_t r = 0; r < n; ++r) {
           const size_t i = static_cast<size_t>(t * n + r);
-          const std::string at = "k=" + std::to_string(k) + " row " + std::to_string(r) + " token " + std::to_string(t);
+          const std::string at = "m=" + std::to_string(m) + " k=" + std::to_string(k) + " row " + std::to_string(r) +
+                                 " token " + std::to_string(t);
           if (bad_row(r) || bad_token(t)) {
             ASSERT_EQ(0, std::memcmp(&fp32[i], &dot[i], sizeof(float)))
                 << at << " fp32 " << fp32[i] << " got " << dot[i];

@@ -135,7 +135,9 @@ void bf16_case(benchmark::State& state, Isa isa, int64_t n, int64_t k, int64_t m
   for (size_t i = 0; i < w16.size(); ++i) w16[i] = static_cast<uint16_t>(0x3B00 | lo[i] | ((lo[i] & 1) << 15));
   const auto x = activations(m, k);
   std::vector<float> out(static_cast<size_t>(m * n));
-  const dsv4::kernels::Bf16Matrix w{w16.data(), n, k};
+  std::vector<uint8_t> row_ok(static_cast<size_t>(n));  // found once, as the model's loader does
+  dsv4::kernels::bf16_rows_in_guard(w16.data(), n, k, row_ok.data());
+  const dsv4::kernels::Bf16Matrix w{w16.data(), n, k, row_ok.data()};
   for (auto _ : state) {
     dsv4::kernels::bf16_gemm(w, x.data(), m, out.data(), {false, isa, nullptr, 1});
     benchmark::DoNotOptimize(out.data());
@@ -208,13 +210,19 @@ void dense_stream(benchmark::State& state, Isa isa, bool fp8, int64_t rows, int6
   std::vector<float> out(static_cast<size_t>(m * rows));
   dsv4::ThreadPool pool(threads);
   const dsv4::kernels::MatmulOptions opt{true, isa, threads > 1 ? &pool : nullptr, 1};
+  // BF16: each matrix's row guards found once, as the model's loader does.
+  std::vector<uint8_t> row_ok(fp8 ? 0 : static_cast<size_t>(n_mats * rows));
+  for (int64_t j = 0; !fp8 && j < n_mats; ++j)
+    dsv4::kernels::bf16_rows_in_guard(reinterpret_cast<const uint16_t*>(region + j * bytes), rows, cols,
+                                      row_ok.data() + j * rows);
   int64_t i = 0;
   for (auto _ : state) {
     const uint8_t* base = region + i * bytes;
     if (fp8)
       dsv4::kernels::fp8_gemm({base, scales.data(), rows, cols}, x.data(), m, out.data(), opt);
     else
-      dsv4::kernels::bf16_gemm({reinterpret_cast<const uint16_t*>(base), rows, cols}, x.data(), m, out.data(), opt);
+      dsv4::kernels::bf16_gemm({reinterpret_cast<const uint16_t*>(base), rows, cols, row_ok.data() + i * rows},
+                               x.data(), m, out.data(), opt);
     benchmark::DoNotOptimize(out.data());
     i = (i + 1) % n_mats;
   }

@@ -138,13 +138,8 @@ void dp_chunk(const Bf16Tile& t, int64_t kb, int64_t ke, DpState<R>& st) {
       dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
       return dp_pass<R, R, 3, false>(t, 0, 4, kb, ke, st);
     default:
-      if constexpr (R == 4) {
-        dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
-        return dp_pass<R, R, 4, false>(t, 0, 4, kb, ke, st);
-      } else {
-        dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
-        return dp_pass<R, R, 4, false>(t, 0, 4, kb, ke, st);
-      }
+      dp_pass<R, R, 4, kCheck>(t, 0, 0, kb, ke, st);
+      return dp_pass<R, R, 4, false>(t, 0, 4, kb, ke, st);
   }
 }
 

@@ -518,14 +518,14 @@ void marking_fallback(const float*, int64_t, int64_t, const float*, int64_t k0, 
   for (int64_t t = k0; t < k1; ++t) scores[t] = kFallbackMark;
 }
 
-// The integer paths on packed keys (indexer_int8_avx2.cc, indexer_int8_avx512.cc: one contract) at their edges: blocks up to 3
-// binades above the key's lowest (one exact integer dot: the reference bit for bit), an all-zero block
-// whose scale code is far below the rest (it does not count towards the spread), an all-zero key, every
-// E2M1 code; keys 4 and 12 binades apart and scale codes it refuses (the fallback's result for that key
-// alone: a marking fallback shows which keys take it); heads 64 and 9 (head passes of 4 or 8, plus one),
-// head_dim 64, 128 and 256, key counts off the 8- and 16-key groups, every split of the keys into two calls. A
-// q head whose blocks are 4 binades apart makes it refuse the call (the caller then decodes the keys).
-// `fp32`: the tier's fp32 loop.
+// The integer paths on packed keys (indexer_int8_avx2.cc, indexer_int8_avx512.cc: one contract) at their edges: blocks
+// up to 3 binades above the key's lowest (one exact integer dot: the reference bit for bit), an all-zero block whose
+// scale code is far below the rest (it does not count towards the spread), an all-zero key, every E2M1 code; keys 4 and
+// 12 binades apart and scale codes it refuses (the fallback's result for that key alone: a marking fallback shows which
+// keys take it), in the first 16-key group and in the second; heads 64 and 9 (head passes of 4 or 8, plus one),
+// head_dim 64, 128 and 256, key counts off the 8- and 16-key groups (and off the AVX-512 path's pairs of groups), every
+// split of the keys into two calls. A q head whose blocks are 4 binades apart makes it refuse the call (the caller then
+// decodes the keys). `fp32`: the tier's fp32 loop.
 using PackedIntegerScores = bool (*)(const float* q, int64_t n_heads, int64_t d, const uint8_t* const* keys,
                                      int64_t k0, int64_t k1, const float* w, float* scores,
                                      detail::IndexerScoresFn fp32);
@@ -542,16 +542,27 @@ void expect_packed_integer_edges(PackedIntegerScores score, detail::IndexerScore
           encode_index_key({raw.data() + t * hd, static_cast<size_t>(hd)}, {packed.data() + t * kb, static_cast<size_t>(kb)});
         auto codes = [&](int64_t t) { return packed.data() + t * kb; };
         auto scale = [&](int64_t t, int64_t b) -> uint8_t& { return packed[static_cast<size_t>(t * kb + hd / 2 + b)]; };
-        for (int64_t b = 0; b < nb; ++b) scale(1, b) = static_cast<uint8_t>(125 + (b % 2) * 3);  // spread 3: integer
-        for (int64_t b = 0; b < nb; ++b) scale(2, b) = static_cast<uint8_t>(125 + (b % 2) * 4);  // spread 4: fp32
-        std::fill(codes(3), codes(3) + 16, uint8_t{0x88});  // block 0 all −0, its scale far below the others
-        scale(3, 0) = 80;
-        std::fill(codes(4), codes(4) + hd / 2, uint8_t{0});  // all zeros, odd scales
-        for (int64_t b = 0; b < nb; ++b) scale(4, b) = static_cast<uint8_t>(72 + 16 * b);  // 72 .. 184
-        for (int64_t i = 0; i < hd / 2; ++i) codes(5)[i] = static_cast<uint8_t>(i * 17);  // every code pair
-        for (int64_t b = 0; b < nb; ++b) scale(6, b) = static_cast<uint8_t>(120 + (b % 2) * 12);  // spread 12: fp32
-        scale(7, nb - 1) = 185;                                                                 // refused code
-        scale(8, 0) = 71;
+        // The edge keys at 1 .. 8 of the first group, and again of the second where n reaches it (the AVX-512 path
+        // scores two groups per pass).
+        const std::vector<int64_t> bases = n > 24 ? std::vector<int64_t>{0, 16} : std::vector<int64_t>{0};
+        for (int64_t o : bases) {
+          for (int64_t b = 0; b < nb; ++b)
+            scale(o + 1, b) = static_cast<uint8_t>(125 + (b % 2) * 3);  // spread 3: integer
+          for (int64_t b = 0; b < nb; ++b) scale(o + 2, b) = static_cast<uint8_t>(125 + (b % 2) * 4);  // spread 4: fp32
+          std::fill(codes(o + 3), codes(o + 3) + 16, uint8_t{0x88});  // block 0 all −0, its scale far below the others
+          scale(o + 3, 0) = 80;
+          std::fill(codes(o + 4), codes(o + 4) + hd / 2, uint8_t{0});  // all zeros, odd scales
+          for (int64_t b = 0; b < nb; ++b) scale(o + 4, b) = static_cast<uint8_t>(72 + 16 * b);  // 72 .. 184
+          for (int64_t i = 0; i < hd / 2; ++i) codes(o + 5)[i] = static_cast<uint8_t>(i * 17);   // every code pair
+          for (int64_t b = 0; b < nb; ++b)
+            scale(o + 6, b) = static_cast<uint8_t>(120 + (b % 2) * 12);  // spread 12: fp32
+          scale(o + 7, nb - 1) = 185;                                    // refused code
+          scale(o + 8, 0) = 71;
+        }
+        auto takes_fp32 = [&](int64_t t) {
+          const int64_t o = t - t % 16, i = t % 16;
+          return std::find(bases.begin(), bases.end(), o) != bases.end() && (i == 2 || i == 6 || i == 7 || i == 8);
+        };
         std::vector<float> keys(static_cast<size_t>(n * hd));
         std::vector<const uint8_t*> rows(static_cast<size_t>(n));
         for (int64_t t = 0; t < n; ++t) {
@@ -569,15 +580,17 @@ void expect_packed_integer_edges(PackedIntegerScores score, detail::IndexerScore
           ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), 0, split, w.data(), got.data(), marking_fallback));
           ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), split, n, w.data(), got.data(), marking_fallback));
           for (int64_t t = 0; t < n; ++t) {
-            const bool takes_fp32 = t == 2 || t == 6 || t == 7 || t == 8;
-            const float r = takes_fp32 ? kFallbackMark : want[static_cast<size_t>(t)];
+            const float r = takes_fp32(t) ? kFallbackMark : want[static_cast<size_t>(t)];
             ASSERT_TRUE(same_bits(got[static_cast<size_t>(t)], r))
                 << what << " split=" << split << " t=" << t << ": " << got[static_cast<size_t>(t)] << " vs " << r;
           }
         }
         // With the tier's real fp32 loop behind it, the fallback keys get that loop's scores.
         ASSERT_TRUE(score(q.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(), fp32_loop));
-        for (int64_t t : {2, 6, 7, 8}) EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], fp32[static_cast<size_t>(t)])) << what << " t=" << t;
+        for (int64_t t = 0; t < n; ++t) {
+          if (!takes_fp32(t)) continue;
+          EXPECT_TRUE(same_bits(got[static_cast<size_t>(t)], fp32[static_cast<size_t>(t)])) << what << " t=" << t;
+        }
         auto q_wide = q;  // head 3: block 1 = block 0 times 16 (still FP4-like, 4 binades above block 0)
         for (int64_t i = 0; i < 32; ++i) q_wide[static_cast<size_t>(3 * hd + 32 + i)] = 16.0f * q[static_cast<size_t>(3 * hd + i)];
         EXPECT_FALSE(score(q_wide.data(), nh, hd, rows.data(), 0, n, w.data(), got.data(), fp32_loop)) << what;

@@ -9,9 +9,9 @@
 // (|·| ≤ 128·120·96 < 2^24) times 2^(E_min,q + E_min,k): exact in fp32, so every score is the reference's
 // (double dots) bit for bit, with no per-block fold (the AVX2 path sums four scaled block dots in fp32).
 // VPDPBUSD multiplies 4 unsigned by 4 signed bytes and adds the four products to a 32-bit lane: 64
-// products per zmm instruction, one per cycle on Zen 4, and nothing else in the loop competes for its
-// pipes but the two multiplies per (head, 16 keys) of the scale and head weight. The key is the unsigned
-// side (+ 96), q the signed one, broadcast one dword at a time from memory; each head's accumulator starts
+// products per zmm instruction, one per cycle on Zen 4 and two on Zen 5 (latency 4), and nothing else in the
+// loop competes for its pipes but the two multiplies per (head, 16 keys) of the scale and head weight. The key
+// is the unsigned side (+ 96), q the signed one, broadcast one dword at a time; each head's accumulator starts
 // at −96 · Σ q, which cancels the offset. Every later step is the reference's, on 16 keys in lanes.
 //
 // Keys go 16 to a group: per block b and step s (4 elements) one vector whose lane j holds key j's elements
@@ -28,6 +28,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/kv_row.h"
@@ -41,7 +42,12 @@ constexpr int kGroupKeys = 16;
 constexpr int64_t kMaxDim = 512;
 constexpr int kMaxBlocks = kMaxDim / 32;
 constexpr int kMaxHeads = 128;
-constexpr int kBlockHeads = 4;  // heads per pass: 4 accumulator chains, one key load per 4 VPDPBUSD
+// Per pass: kBlockHeads heads against kPassGroups key groups, 8 accumulator chains (VPDPBUSD's latency is 4
+// cycles and Zen 5 issues 2 per cycle), each key step loaded once for 4 heads and each q dword once for 2
+// groups. 8 heads against one group (also 8 chains, but a broadcast per VPDPBUSD) and 4 against one (4 chains)
+// were slower: see the commit.
+constexpr int kBlockHeads = 4;
+constexpr int kPassGroups = 2;
 constexpr int kMaxShift = kIndexerMaxShift;  // a block at most 2^3 above its vector's lowest scale
 constexpr int kKeyOffset = 96;  // 12 · 2^3: I_k · 2^shift + 96 fits an unsigned byte (0..192)
 
@@ -50,10 +56,11 @@ inline bool vnni_shape(int64_t n_heads, int64_t d) {
   return d % 32 == 0 && d <= kMaxDim && n_heads <= kMaxHeads;
 }
 
-// q converted once per call: I · 2^shift [n_heads][d] (signed bytes, |·| ≤ 15 · 8), per head 2^E_min and the
-// accumulator start −96 · Σ (which cancels the keys' offset).
+// q converted once per call: I · 2^shift (signed bytes, |·| ≤ 15 · 8) stored step-major, steps[8b + s][h] being
+// head h's elements 32b + 4s .. + 3 (one dword), so that a pass addresses every broadcast as one base register
+// plus a constant; per head 2^E_min and the accumulator start −96 · Σ (which cancels the keys' offset).
 struct QInts {
-  alignas(64) int8_t ints[kMaxHeads * kMaxDim];
+  alignas(64) int32_t steps[kMaxDim / 4][kMaxHeads];
   float scale[kMaxHeads];
   int32_t init[kMaxHeads];
 };
@@ -61,12 +68,13 @@ struct QInts {
 // False when a head is not of the integer form (indexer_vector_to_ints_avx2: blocks I · 2^E within kMaxShift
 // binades of each other).
 bool convert_q(const float* q, int64_t n_heads, int64_t d, QInts& out) {
+  alignas(64) int8_t ints[kMaxDim];
   for (int64_t h = 0; h < n_heads; ++h) {
-    int8_t* ints = out.ints + h * d;
     if (!indexer_vector_to_ints_avx2(q + h * d, d, ints, &out.scale[h])) return false;
     int32_t sum = 0;
     for (int64_t i = 0; i < d; ++i) sum += ints[i];
     out.init[h] = -kKeyOffset * sum;
+    for (int64_t st = 0; st < d / 4; ++st) std::memcpy(&out.steps[st][h], ints + 4 * st, 4);
   }
   return true;
 }
@@ -193,97 +201,134 @@ inline void add_head(__m512i acc, __m512 ks, float qs, float w, __m512d& lo, __m
   hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm512_extractf32x8_ps(term, 1)));
 }
 
-// Heads [h0, h0 + NH) against one key group: each (head, key) dot as one exact integer in acc (NH
-// accumulator chains over all blocks, the group's step vector loaded once for all of them, q broadcast from
-// memory). kDone: also the per-head steps of the previous pass's NH heads (done, from head h_done), one
-// every nb steps: spread among the VPDPBUSD, they use the other vector pipes while these run (after the
-// pass, they left the VPDPBUSD pipes idle: 62% of their peak before, see the commit). NB: blocks per head
-// when known at compile time (4: head_dim 128), else 0.
-template <int NH, int NB, bool kDone>
-inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const IndexerKeyLine* g, __m512i (&acc)[NH],
-                       const __m512i (&done)[NH], int64_t h_done, const float* w, __m512d& lo, __m512d& hi) {
+// Heads [h0, h0 + NH) against NG key groups: each (head, key) dot as one exact integer in acc (NG · NH
+// accumulator chains over all blocks; each group's step vector loaded once for its NH heads; with NG > 1 each
+// q dword broadcast once for the NG groups, else folded into VPDPBUSD). kDone: also the per-head steps of
+// the previous pass's heads (done, from head h_done), spread among the VPDPBUSD so that they use the other
+// vector pipes while these run (after the pass, they left the VPDPBUSD pipes idle: 62% of their peak on
+// Zen 4). NB: blocks per head when known at compile time (4: head_dim 128), else 0.
+// NOTE: inline asm for the dots: GCC neither folds the q broadcast into VPDPBUSD nor keeps the chains in
+// registers on its own (it spilled them).
+template <int NH, int NG, int NB, bool kDone>
+inline void heads_pass(const QInts& q, int64_t d, int64_t h0, const IndexerKeyLine* const* g, __m512i (&acc)[NG][NH],
+                       const __m512i (&done)[NG][NH], int64_t h_done, const float* w, const __m512* ks, __m512d* lo,
+                       __m512d* hi) {
   const int64_t nb = NB > 0 ? NB : d / 32;
-  const __m512 ks = _mm512_load_ps(scale_line(g, nb));
+#pragma GCC unroll 2
+  for (int n = 0; n < NG; ++n) {
 #pragma GCC unroll 8
-  for (int h = 0; h < NH; ++h) acc[h] = _mm512_set1_epi32(q.init[h0 + h]);
+    for (int h = 0; h < NH; ++h) acc[n][h] = _mm512_set1_epi32(q.init[h0 + h]);
+  }
 #pragma GCC unroll 4
   for (int64_t b = 0; b < nb; ++b) {
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      const __m512i kv = _mm512_load_si512(step_line(g, b, s));
+      __m512i kv[NG];
+#pragma GCC unroll 2
+      for (int n = 0; n < NG; ++n) kv[n] = _mm512_load_si512(step_line(g[n], b, s));
 #pragma GCC unroll 8
       for (int h = 0; h < NH; ++h) {
-        // NOTE: inline asm: GCC neither folds the q broadcast into VPDPBUSD nor keeps the chains in
-        // registers on its own (it spilled them).
-        const int8_t* qp = q.ints + (h0 + h) * d + 32 * b + 4 * s;
-        asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[h]) : "v"(kv), "m"(*reinterpret_cast<const int32_t*>(qp)));
+        const int32_t& qd = q.steps[8 * b + s][h0 + h];
+        if constexpr (NG == 1) {
+          asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[0][h]) : "v"(kv[0]), "m"(qd));
+        } else {
+          __m512i qv;
+          asm("vpbroadcastd %1, %0" : "=v"(qv) : "m"(qd));
+#pragma GCC unroll 2
+          for (int n = 0; n < NG; ++n) asm("vpdpbusd %2, %1, %0" : "+v"(acc[n][h]) : "v"(kv[n]), "v"(qv));
+        }
       }
       if constexpr (kDone) {
-        const int64_t k = 8 * b + s, every = 8 * nb / NH;  // NH heads over 8 · nb steps
-        if (k % every == 0) add_head(done[k / every], ks, q.scale[h_done + k / every], w[h_done + k / every], lo, hi);
+        const int64_t k = 8 * b + s, every = 8 * nb / (NG * NH) > 0 ? 8 * nb / (NG * NH) : 1;
+        if (k % every == 0 && k / every < NG * NH) {
+          const int64_t i = k / every, n = i / NH, h = i % NH;
+          add_head(done[n][h], ks[n], q.scale[h_done + h], w[h_done + h], lo[n], hi[n]);
+        }
       }
     }
   }
 }
 
-// Scores keys t0 .. t0 + nk − 1 (nk ≤ 16) from their converted group g; keys flagged in g take the fp32 loop
-// on their decoded rows.
-template <int NB>
-void score_group(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t t0,
-                 int64_t nk, const IndexerKeyLine* g, const float* w, float* scores, IndexerScoresFn fp32) {
+// Scores keys t0 .. t0 + nk − 1 (nk ≤ 16 · NG, 16 to each group g[n]) from their converted groups; keys
+// flagged in a group take the fp32 loop on their decoded rows. Every loop over acc / done is unrolled by
+// pragma so that the arrays live in registers (else GCC kept them in memory: a store after every VPDPBUSD).
+template <int NG, int NB>
+void score_groups(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t t0,
+                  int64_t nk, const IndexerKeyLine* const* g, const float* w, float* scores, IndexerScoresFn fp32) {
   const int64_t nb = d / 32;
-  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  const __m512 ks = _mm512_load_ps(scale_line(g, nb));
+  __m512d lo[NG], hi[NG];
+  __m512 ks[NG];
+#pragma GCC unroll 2
+  for (int n = 0; n < NG; ++n) {
+    lo[n] = hi[n] = _mm512_setzero_pd();
+    ks[n] = _mm512_load_ps(scale_line(g[n], nb));
+  }
   int64_t h = 0;
   if (n_heads >= kBlockHeads) {
     // Each pass's heads finish in the next pass (heads_pass kDone), the last ones after the loop.
-    __m512i done[kBlockHeads], acc[kBlockHeads];
-    heads_pass<kBlockHeads, NB, false>(qi, d, 0, g, done, done, 0, w, lo, hi);
+    __m512i done[NG][kBlockHeads], acc[NG][kBlockHeads];
+    heads_pass<kBlockHeads, NG, NB, false>(qi, d, 0, g, done, done, 0, w, ks, lo, hi);
     for (h = kBlockHeads; h + kBlockHeads <= n_heads; h += kBlockHeads) {
-      heads_pass<kBlockHeads, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, lo, hi);
-      for (int i = 0; i < kBlockHeads; ++i) done[i] = acc[i];
+      heads_pass<kBlockHeads, NG, NB, true>(qi, d, h, g, acc, done, h - kBlockHeads, w, ks, lo, hi);
+#pragma GCC unroll 2
+      for (int n = 0; n < NG; ++n)
+#pragma GCC unroll 8
+        for (int i = 0; i < kBlockHeads; ++i) done[n][i] = acc[n][i];
     }
-    for (int i = 0; i < kBlockHeads; ++i)
-      add_head(done[i], ks, qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo, hi);
+#pragma GCC unroll 2
+    for (int n = 0; n < NG; ++n)
+#pragma GCC unroll 8
+      for (int i = 0; i < kBlockHeads; ++i)
+        add_head(done[n][i], ks[n], qi.scale[h - kBlockHeads + i], w[h - kBlockHeads + i], lo[n], hi[n]);
   }
   for (; h < n_heads; ++h) {
-    __m512i one[1];
-    heads_pass<1, NB, false>(qi, d, h, g, one, one, 0, w, lo, hi);
-    add_head(one[0], ks, qi.scale[h], w[h], lo, hi);
+    __m512i one[NG][1];
+    heads_pass<1, NG, NB, false>(qi, d, h, g, one, one, 0, w, ks, lo, hi);
+#pragma GCC unroll 2
+    for (int n = 0; n < NG; ++n) add_head(one[n][0], ks[n], qi.scale[h], w[h], lo[n], hi[n]);
   }
-  alignas(64) float out[kGroupKeys];
-  _mm512_store_ps(out, round_bf16_finite_x16(
-                           _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1)));
-  const uint32_t fallback = fallback_mask(g, nb) & ((1u << nk) - 1u);
-  if (fallback != 0) {
-    thread_local float decoded[kGroupKeys * kMaxDim];
-    float raw[kGroupKeys];
-    const int64_t key_bytes = index_key_bytes(d);
-    for (int64_t j = 0; j < nk; ++j)
-      decode_index_key({keys[t0 + j], static_cast<size_t>(key_bytes)}, {decoded + j * d, static_cast<size_t>(d)});
-    fp32(q, n_heads, d, decoded, 0, nk, w, raw);
-    for (int64_t j = 0; j < nk; ++j)
-      if (fallback & (1u << j)) out[j] = raw[j];
+  for (int n = 0; n < NG && kGroupKeys * n < nk; ++n) {
+    const int64_t t = t0 + kGroupKeys * n, nt = std::min<int64_t>(nk - kGroupKeys * n, kGroupKeys);
+    alignas(64) float out[kGroupKeys];
+    _mm512_store_ps(out, round_bf16_finite_x16(_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo[n])),
+                                                                  _mm512_cvtpd_ps(hi[n]), 1)));
+    const uint32_t fallback = fallback_mask(g[n], nb) & ((1u << nt) - 1u);
+    if (fallback != 0) {
+      thread_local float decoded[kGroupKeys * kMaxDim];
+      float raw[kGroupKeys];
+      const int64_t key_bytes = index_key_bytes(d);
+      for (int64_t j = 0; j < nt; ++j)
+        decode_index_key({keys[t + j], static_cast<size_t>(key_bytes)}, {decoded + j * d, static_cast<size_t>(d)});
+      fp32(q, n_heads, d, decoded, 0, nt, w, raw);
+      for (int64_t j = 0; j < nt; ++j)
+        if (fallback & (1u << j)) out[j] = raw[j];
+    }
+    std::memcpy(scores + t, out, static_cast<size_t>(nt) * sizeof(float));
   }
-  std::memcpy(scores + t0, out, static_cast<size_t>(nk) * sizeof(float));
 }
 
-// Keys [k0, k1): each group converted into one per-thread group (prepared == nullptr), or read from the
-// prepared groups of the whole key set (k0 a multiple of 16).
+// Keys [k0, k1), kPassGroups groups at a time: each converted into a per-thread group (prepared == nullptr),
+// or read from the prepared groups of the whole key set (k0 a multiple of 16).
 template <int NB>
 void score_range(const QInts& qi, int64_t n_heads, int64_t d, const float* q, const uint8_t* const* keys, int64_t k0,
                  int64_t k1, const IndexerKeyLine* prepared, const float* w, float* scores, IndexerScoresFn fp32) {
-  thread_local IndexerKeyLine own[8 * kMaxBlocks + 2];
+  thread_local IndexerKeyLine own[kPassGroups][8 * kMaxBlocks + 2];
   const int64_t lines = group_lines(d);
-  for (int64_t t0 = k0; t0 < k1; t0 += kGroupKeys) {
-    const int64_t nk = k1 - t0 < kGroupKeys ? k1 - t0 : kGroupKeys;
-    const IndexerKeyLine* g = own;
-    if (prepared) {
-      g = prepared + (t0 / kGroupKeys) * lines;
-    } else {
-      convert_keys(keys, d, t0, nk, own);
+  auto group = [&](int64_t t0, int n) -> const IndexerKeyLine* {
+    if (prepared) return prepared + (t0 / kGroupKeys) * lines;
+    convert_keys(keys, d, t0, std::min<int64_t>(k1 - t0, kGroupKeys), own[n]);
+    return own[n];
+  };
+  int64_t t0 = k0;
+  if constexpr (kPassGroups == 2) {
+    for (; k1 - t0 > kGroupKeys; t0 += 2 * kGroupKeys) {
+      const IndexerKeyLine* const g[2] = {group(t0, 0), group(t0 + kGroupKeys, 1)};
+      score_groups<2, NB>(qi, n_heads, d, q, keys, t0, std::min<int64_t>(k1 - t0, 2 * kGroupKeys), g, w, scores, fp32);
     }
-    score_group<NB>(qi, n_heads, d, q, keys, t0, nk, g, w, scores, fp32);
+  }
+  for (; t0 < k1; t0 += kGroupKeys) {
+    const IndexerKeyLine* const g[1] = {group(t0, 0)};
+    score_groups<1, NB>(qi, n_heads, d, q, keys, t0, std::min<int64_t>(k1 - t0, kGroupKeys), g, w, scores, fp32);
   }
 }
 

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernel_isas.h"
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/sparse_attention.h"
 #include "ops/reference/sparse_attention.h"
-#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -161,6 +162,53 @@ TEST(KernelSparseAttention, FullyMaskedListGivesZeros) {
   SparseAttentionScratch scratch;
   for (Isa isa : isas())
     for (float v : run_fast(c, in, isa, nullptr, scratch)) EXPECT_TRUE(same_bits(v, 0.0f)) << isa_name(isa);
+}
+
+// The online-softmax block of every ISA against the scalar loop (std::exp, std::max, in order), bit for bit, on
+// scores the model's blocks rarely show: spreads past exp's underflow (x < −88: glibc's slow path, per lane),
+// NaN and ±inf scores, a running max above every score, a head whose scores and max are all −inf, zeros of
+// both signs, and every block length 1..64 (the vector loop's masked tails).
+TEST(KernelSparseAttention, SoftmaxBlockMatchesTheScalarLoop) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> nd(0.0f, 30.0f);
+  const int64_t nh = 6;
+  for (int64_t n = 1; n <= 64; ++n) {
+    std::vector<float> sc(static_cast<size_t>(nh * n));
+    for (auto& v : sc) v = nd(rng);
+    std::vector<float> m{-INFINITY, 2.0f, 500.0f, -INFINITY, 0.0f, -0.0f};
+    // Head 1: NaN and -inf scores; head 3: every score -inf (and m -inf); head 4/5: signed zeros.
+    sc[static_cast<size_t>(1 * n + (n - 1))] = std::nanf("");
+    if (n > 2) sc[static_cast<size_t>(1 * n + 1)] = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) sc[static_cast<size_t>(3 * n + j)] = -INFINITY;
+    for (int64_t j = 0; j < n; j += 2) sc[static_cast<size_t>(4 * n + j)] = j % 4 ? -0.0f : 0.0f;
+    for (int64_t j = 0; j < n; ++j) sc[static_cast<size_t>(5 * n + j)] = j % 3 ? -0.0f : -1e-3f * static_cast<float>(j);
+    if (n > 5) sc[static_cast<size_t>(2 * n + 5)] = INFINITY;  // head 2: +inf score (exp(inf − inf) = NaN)
+    auto run = [&](detail::AttnSoftmaxFn fn, std::vector<float>& bmax, std::vector<float>& rescale,
+                   std::vector<double>& psum, std::vector<float>& probs) {
+      bmax.assign(nh, 7.0f);
+      rescale.assign(nh, 7.0f);
+      psum.assign(nh, 7.0);
+      probs.assign(static_cast<size_t>(nh * n), 7.0f);
+      fn(sc.data(), nh, n, m.data(), bmax.data(), rescale.data(), psum.data(), probs.data());
+    };
+    std::vector<float> bmax0, rescale0, probs0;
+    std::vector<double> psum0;
+    run(detail::attn_softmax_scalar, bmax0, rescale0, psum0, probs0);
+    for (Isa isa : isas()) {
+      std::vector<float> bmax, rescale, probs;
+      std::vector<double> psum;
+      run(detail::attn_tiles_for(isa).softmax, bmax, rescale, psum, probs);
+      for (int64_t h = 0; h < nh; ++h) {
+        const std::string what = std::string(isa_name(isa)) + " n=" + std::to_string(n) + " h=" + std::to_string(h);
+        // The maximum: the same value (a zero maximum may differ in sign; every use is exp of a difference).
+        EXPECT_TRUE(bmax[h] == bmax0[h] || (std::isnan(bmax[h]) && std::isnan(bmax0[h]))) << what;
+        EXPECT_TRUE(same_bits(rescale[h], rescale0[h])) << what;
+        EXPECT_EQ(std::bit_cast<uint64_t>(psum[h]), std::bit_cast<uint64_t>(psum0[h])) << what;
+        for (int64_t j = 0; j < n; ++j)
+          EXPECT_TRUE(same_bits(probs[h * n + j], probs0[h * n + j])) << what << " j=" << j;
+      }
+    }
+  }
 }
 
 }  // namespace

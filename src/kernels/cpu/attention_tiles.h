@@ -29,6 +29,17 @@ using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* cons
 // P·V into its running sum — an fp32 multiply, then an add (no contraction), exactly the reference's.
 using AttnRescaleFn = void (*)(float* acc, const double* block, int64_t d, float rescale);
 
+// One online-softmax block (the reference's steps, in its order) for n_heads heads of n_rows scores each
+// (scores[h * n_rows + j]) against the running maxima m[h]: bmax[h] = std::max over m[h] and the scores in
+// order (so a NaN score never becomes the maximum); where bmax[h] is −inf, probs of head h are +0 and
+// nothing else of it is written; else rescale[h] = exp(m[h] − bmax[h]), probs[h * n_rows + j] =
+// bf16(exp(score − bmax[h])) and psum[h] = Σ_j exp(score − bmax[h]) in double, j in order. Every ISA gives
+// the scalar loop's bits: the AVX-512 loop computes exp with glibc's expf algorithm (expf_avx512.inc, checked
+// against std::exp in kernel_swiglu_test.cc) and takes each head's maximum over lanes (the same value: only
+// the sign of a zero maximum can differ, and every use of it is an exp of a difference, where ±0 agree).
+using AttnSoftmaxFn = void (*)(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
+                               float* rescale, double* psum, float* probs);
+
 // Lightning-indexer head sums for keys [k0, k1): for each key t,
 //   acc = Σ_h (in head order, double) bf16(ReLU(bf16(q_h·k_t)) · w_h);  scores[t] = bf16(float(acc)).
 // q: [n_heads, d], keys: [n_keys, d] (row stride d). Scalar: double dots; vector ISAs: fp32-lane dots.
@@ -40,6 +51,8 @@ void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float*
 void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
 void attn_rescale_scalar(float* acc, const double* block, int64_t d, float rescale);
+void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
+                         float* rescale, double* psum, float* probs);
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 #if defined(__x86_64__)
@@ -85,6 +98,8 @@ void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float*
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
 void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale);
+void attn_softmax_avx512(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
+                         float* rescale, double* psum, float* probs);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores);
 // VDPBF16PS, 32 keys × 8 heads per pass, for bf16-exact q and keys with every nonzero |value| ≥ 2^-56
@@ -101,6 +116,7 @@ struct AttnTiles {
   AttnScoresFn scores;
   AttnPvFn pv;
   AttnRescaleFn rescale;
+  AttnSoftmaxFn softmax;
 };
 
 // isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores; kAvx512Bf16: the

@@ -1,6 +1,8 @@
 // kernels: portable attention loops (the kScalar ISA) and the per-ISA dispatch of attention_tiles.h.
 // The scalar dots accumulate in double in index order, exactly as ref::dot_f64, so the scalar kernels
 // are bit-identical to the reference for every input.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/formats.h"
@@ -30,6 +32,29 @@ void attn_rescale_scalar(float* acc, const double* block, int64_t d, float resca
   for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * rescale + static_cast<float>(block[i]);
 }
 
+void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
+                         float* rescale, double* psum, float* probs) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* sc = scores + h * n_rows;
+    float* pb = probs + h * n_rows;
+    float mx = m[h];
+    for (int64_t j = 0; j < n_rows; ++j) mx = std::max(mx, sc[j]);
+    bmax[h] = mx;
+    if (mx == -INFINITY) {
+      std::fill(pb, pb + n_rows, 0.0f);
+      continue;
+    }
+    rescale[h] = std::exp(m[h] - mx);
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_rows; ++j) {
+      const float pj = std::exp(sc[j] - mx);
+      sum += pj;
+      pb[j] = round_bf16(pj);
+    }
+    psum[h] = sum;
+  }
+}
+
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                            const float* w, float* scores) {
   for (int64_t t = k0; t < k1; ++t) {
@@ -45,11 +70,12 @@ void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const flo
 
 AttnTiles attn_tiles_for(Isa isa) {
 #if defined(__x86_64__)
-  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx) return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512};
-  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2};
+  if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx)
+    return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512, attn_softmax_avx512};
+  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2, attn_softmax_scalar};
 #endif
   (void)isa;
-  return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar};
+  return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar, attn_softmax_scalar};
 }
 
 IndexerScoresFn indexer_scores_for(Isa isa) {

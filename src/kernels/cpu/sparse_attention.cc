@@ -48,26 +48,7 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
     tiles.scores(q + h0 * D, nh, D, s.visible.data(), nv, p.scale, s.scores.data());
     // Per head: the block max against the running max, fp32 exp of every score, the sum in double and the
     // bf16 probabilities — the reference's operations in its order.
-    for (int64_t h = 0; h < nh; ++h) {
-      const float* sc = s.scores.data() + h * nv;
-      float* pb = s.probs.data() + h * nv;
-      const float m = s.m[static_cast<size_t>(h)];
-      float bmax = m;
-      for (int64_t j = 0; j < nv; ++j) bmax = std::max(bmax, sc[j]);
-      s.bmax[static_cast<size_t>(h)] = bmax;
-      if (bmax == -INFINITY) {
-        std::fill(pb, pb + nv, 0.0f);
-        continue;
-      }
-      s.rescale[static_cast<size_t>(h)] = std::exp(m - bmax);
-      double psum = 0.0;
-      for (int64_t j = 0; j < nv; ++j) {
-        const float pj = std::exp(sc[j] - bmax);
-        psum += pj;
-        pb[j] = round_bf16(pj);
-      }
-      s.psum[static_cast<size_t>(h)] = psum;
-    }
+    tiles.softmax(s.scores.data(), nh, nv, s.m.data(), s.bmax.data(), s.rescale.data(), s.psum.data(), s.probs.data());
     std::fill(s.block.begin(), s.block.end(), 0.0);
     tiles.pv(s.probs.data(), nh, s.visible.data(), nv, D, s.block.data());
     for (int64_t h = 0; h < nh; ++h) {

@@ -63,7 +63,8 @@ Inputs make_inputs(const Case& c, Values values, uint64_t seed) {
 
 std::vector<Case> grid() {
   std::vector<Case> cases;
-  for (auto [h, d] : std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {3, 20}, {4, 64}, {5, 72}, {8, 128}, {6, 512}})
+  for (auto [h, d] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {3, 20}, {4, 64}, {5, 72}, {8, 128}, {6, 512}, {12, 40}})
     for (int64_t n : {0, 1, 2, 63, 64, 65, 130, 200})
       for (Mask m : {Mask::kNone, Mask::kRandom, Mask::kFirstBlock, Mask::kAll}) cases.push_back({h, d, n, m});
   return cases;

@@ -21,7 +21,7 @@ using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const 
                               float scale, float* scores);
 // blocks[h * d + i] += Σ_j probs[h * n_rows + j] · rows[j][i] for h < n_heads, i < d, in double, j in
 // order (exact products, one rounding per addition: bit-identical on every ISA). The vector loops convert
-// each row chunk to double once for a group of four heads. n_rows ≤ 64 (one online-softmax block).
+// each row chunk to double once for a group of heads (4 on AVX2, 8 on AVX-512). n_rows ≤ 64 (one online-softmax block).
 using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                           double* blocks);
 

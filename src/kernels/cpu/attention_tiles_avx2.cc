@@ -23,6 +23,7 @@ inline __m256i tail_mask8(int64_t len) {
 struct Avx2 {
   static constexpr int kWidth = 8;
   static constexpr int kPvChunks = 2;
+  static constexpr int kPvHeads = 4;
   using F = __m256;
   using D = __m256d;
   using Tail = int64_t;  // the length: full loads stay unmasked

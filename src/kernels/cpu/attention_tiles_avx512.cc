@@ -17,6 +17,9 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+#include "kernels/cpu/expf_avx512.inc"        // expf_x16
+#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_x16, round_bf16_finite_x16
+
 struct Avx512 {
   static constexpr int kWidth = 16;
   // P·V passes of 8 heads × 2 double vectors (16 accumulators): each row chunk's widening (vcvtps2pd, which
@@ -46,12 +49,7 @@ struct Avx512 {
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   // Round-to-nearest-even to bf16, kept in fp32 lanes (finite inputs; matches core/formats.h round_bf16).
-  static F round_bf16(F v) {
-    __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    u = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
-    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  }
+  static F round_bf16(F v) { return round_bf16_finite_x16(v); }
   // A transposing add tree.
   static F transpose_sum(F* v) {
     __m512 s[8], w[4], y[2];
@@ -86,8 +84,6 @@ struct Avx512 {
 };
 
 #include "kernels/cpu/attention_tiles_simd.inc"
-#include "kernels/cpu/expf_avx512.inc"        // expf_x16
-#include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_x16
 
 }  // namespace
 

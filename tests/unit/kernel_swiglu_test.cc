@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "core/formats.h"
+#include "kernel_isas.h"
+#include "kernels/cpu/attention_tiles.h"
 #include "kernels/cpu/moe_expert.h"
 #include "kernels/cpu/swiglu.h"
-#include "kernel_isas.h"
 
 namespace dsv4::kernels {
 namespace {
@@ -24,15 +25,17 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Bits of the vector exp against std::exp for the floats bits = first, first + stride, ... (wrapping).
-void expect_exp_bits(uint64_t first, uint64_t stride, uint64_t count) {
+using VectorExp = void (*)(const float* x, float* out, int64_t n);
+
+// Bits of a vector exp against std::exp for the floats bits = first, first + stride, ... (wrapping).
+void expect_exp_bits(VectorExp vexp, uint64_t first, uint64_t stride, uint64_t count) {
   constexpr int64_t kChunk = 4096;
   std::vector<float> x(kChunk), got(kChunk);
   uint64_t bits = first, mismatches = 0;
   for (uint64_t done = 0; done < count; done += kChunk) {
     const int64_t n = static_cast<int64_t>(std::min<uint64_t>(kChunk, count - done));
     for (int64_t i = 0; i < n; ++i, bits += stride) x[static_cast<size_t>(i)] = std::bit_cast<float>(static_cast<uint32_t>(bits));
-    detail::exp_f32_avx512(x.data(), got.data(), n);
+    vexp(x.data(), got.data(), n);
     for (int64_t i = 0; i < n; ++i) {
       const float want = std::exp(x[static_cast<size_t>(i)]);
       if (std::bit_cast<uint32_t>(got[static_cast<size_t>(i)]) != std::bit_cast<uint32_t>(want) && ++mismatches <= 5)
@@ -45,25 +48,35 @@ void expect_exp_bits(uint64_t first, uint64_t stride, uint64_t count) {
   EXPECT_EQ(mismatches, 0u);
 }
 
-TEST(KernelSwiglu, VectorExpIsStdExpOnASweep) {
-  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
-  // Every 61st bit pattern (70M floats: every exponent, both signs, NaN payloads), then every float
-  // around the slow-path boundary |x| = 88 and the overflow / underflow thresholds.
-  expect_exp_bits(0, 61, (uint64_t{1} << 32) / 61);
+// Every 61st bit pattern (70M floats: every exponent, both signs, NaN payloads), then every float around the
+// slow-path boundary |x| = 88 and the overflow / underflow thresholds, then lanes mixing the slow path and the
+// fast one in the same vector.
+void expect_std_exp_on_a_sweep(VectorExp vexp) {
+  expect_exp_bits(vexp, 0, 61, (uint64_t{1} << 32) / 61);
   for (float edge : {88.0f, -88.0f, 0x1.62e42ep6f, -0x1.9fe368p6f, -0x1.9d1d9ep6f, 0.0f, -0.0f, 1.0f, -1.0f})
-    expect_exp_bits(std::bit_cast<uint32_t>(edge) - 2048, 1, 4096);
-  // Lanes mixing the slow path and the fast one in the same vector.
+    expect_exp_bits(vexp, std::bit_cast<uint32_t>(edge) - 2048, 1, 4096);
   std::vector<float> x = {1.0f, kInf, -kInf, kNaN, -kNaN, 100.0f, -100.0f, -104.0f, 3.5f, 88.5f, -87.9f,
                           0x1p-149f, -0x1p-149f, 1e-30f, -50.0f, 89.0f, 2.0f};
   std::vector<float> got(x.size());
-  detail::exp_f32_avx512(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  vexp(x.data(), got.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(std::exp(x[i]))) << "lane " << i << " x " << x[i];
 }
 
+TEST(KernelSwiglu, VectorExpIsStdExpOnASweep) {
+  if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  expect_std_exp_on_a_sweep(detail::exp_f32_avx512);
+}
+
+// The AVX2 attention softmax's exp (expf_avx2.inc: the same algorithm on 8 lanes, the table by a gather).
+TEST(KernelSwiglu, Avx2VectorExpIsStdExpOnASweep) {
+  if (!isa_supported(Isa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  expect_std_exp_on_a_sweep(detail::exp_f32_avx2);
+}
+
 TEST(KernelSwiglu, DISABLED_VectorExpIsStdExpOnEveryFloat) {
   if (!isa_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512";
-  expect_exp_bits(0, 1, uint64_t{1} << 32);
+  expect_exp_bits(detail::exp_f32_avx512, 0, 1, uint64_t{1} << 32);
 }
 
 // Every ISA, at `misalign` floats past the vectors' start, must give swiglu_clamped's bits.

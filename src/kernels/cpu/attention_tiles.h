@@ -34,9 +34,9 @@ using AttnRescaleFn = void (*)(float* acc, const double* block, int64_t d, float
 // order (so a NaN score never becomes the maximum); where bmax[h] is −inf, probs of head h are +0 and
 // nothing else of it is written; else rescale[h] = exp(m[h] − bmax[h]), probs[h * n_rows + j] =
 // bf16(exp(score − bmax[h])) and psum[h] = Σ_j exp(score − bmax[h]) in double, j in order. Every ISA gives
-// the scalar loop's bits: the AVX-512 loop computes exp with glibc's expf algorithm (expf_avx512.inc, checked
-// against std::exp in kernel_swiglu_test.cc) and takes each head's maximum over lanes (the same value: only
-// the sign of a zero maximum can differ, and every use of it is an exp of a difference, where ±0 agree).
+// the scalar loop's bits: the vector loops compute exp with glibc's expf algorithm (expf_avx512.inc,
+// expf_avx2.inc, checked against std::exp in kernel_swiglu_test.cc) and takes each head's maximum over lanes (the same
+// value: only the sign of a zero maximum can differ, and every use of it is an exp of a difference, where ±0 agree).
 using AttnSoftmaxFn = void (*)(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                                float* rescale, double* psum, float* probs);
 
@@ -61,6 +61,10 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     double* blocks);
 void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale);
+void attn_softmax_avx2(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
+                       float* rescale, double* psum, float* probs);
+// out[i] = expf(x[i]) with the vector exp attn_softmax_avx2 uses (expf_avx2.inc; its test hook).
+void exp_f32_avx2(const float* x, float* out, int64_t n);
 // Integer dot products for FP4-like q and keys (indexer_int8_avx2.cc); anything else goes to the fp32 loop.
 void indexer_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
                          const float* w, float* scores);

@@ -13,6 +13,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/attention_tiles.h"
+#include "kernels/cpu/expf_glibc_data.h"
 
 namespace dsv4::kernels::detail {
 namespace {

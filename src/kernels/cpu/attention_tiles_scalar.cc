@@ -72,7 +72,7 @@ AttnTiles attn_tiles_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx)
     return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512, attn_softmax_avx512};
-  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2, attn_softmax_scalar};
+  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2, attn_softmax_avx2};
 #endif
   (void)isa;
   return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar, attn_softmax_scalar};

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/expf_glibc_data.h"
+
 namespace dsv4::kernels::detail {
 namespace {
 

@@ -24,6 +24,17 @@ inline __m256i tail_mask8(int64_t len) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(len >= 8 ? 8 : len)), idx);
 }
 
+// round_bf16 (core/formats.h) on 8 fp32 lanes, NaNs included (a softmax probability is NaN where its score is).
+inline __m256 round_bf16_x8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v), top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), top);
+  const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), top);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quiet, nan));
+}
+
 struct Avx2 {
   static constexpr int kWidth = 8;
   static constexpr int kPvChunks = 2;
@@ -57,6 +68,19 @@ struct Avx2 {
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F load_or(Tail len, const float* p, F fill) {
+    if (len >= 8) return _mm256_loadu_ps(p);
+    const __m256i t = tail_mask8(len);
+    return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, t), _mm256_castsi256_ps(t));
+  }
+  static float reduce_max(F v) {  // no NaN lane: any order gives the maximum
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_movehdup_ps(s)));
+  }
+  static F exp(F v) { return expf_x8(v); }
+  static F round_bf16_any(F v) { return round_bf16_x8(v); }
   static float reduce_add(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -118,57 +142,9 @@ void indexer_scores_avx2_fp32(const float* q, int64_t n_heads, int64_t d, const 
   indexer_scores_simd<Avx2>(q, n_heads, d, keys, k0, k1, w, scores);
 }
 
-// round_bf16 (core/formats.h) on 8 fp32 lanes, NaNs included (a softmax probability is NaN where its score is).
-inline __m256 round_bf16_x8(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v), top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
-  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), top);
-  const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), top);
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quiet, nan));
-}
-
-// attn_softmax_avx512's steps on 8 lanes (the maximum by vmaxps(s, acc), which keeps acc on a NaN s as
-// std::max(acc, s); exp as glibc's expf; the double sum one chain in row order).
 void attn_softmax_avx2(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                        float* rescale, double* psum, float* probs) {
-  alignas(32) float e[64], lanes[8];
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* sc = scores + h * n_rows;
-    float* pb = probs + h * n_rows;
-    __m256 acc = _mm256_set1_ps(m[h]);
-    for (int64_t j = 0; j < n_rows; j += 8) {
-      const __m256i t = tail_mask8(n_rows - j);
-      const __m256 s =
-          _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(sc + j, t), _mm256_castsi256_ps(t));
-      acc = _mm256_max_ps(s, acc);
-    }
-    _mm256_store_ps(lanes, acc);
-    float mx = lanes[0];  // no lane is NaN: any order gives the maximum
-    for (int l = 1; l < 8; ++l) mx = std::max(mx, lanes[l]);
-    bmax[h] = mx;
-    if (mx == -INFINITY) {
-      std::fill(pb, pb + n_rows, 0.0f);
-      continue;
-    }
-    rescale[h] = std::exp(m[h] - mx);
-    const __m256 mv = _mm256_set1_ps(mx);
-    double sum = 0.0;
-    for (int64_t j0 = 0; j0 < n_rows; j0 += 64) {
-      const int64_t n = std::min<int64_t>(64, n_rows - j0);
-      for (int64_t j = 0; j < n; j += 8) {
-        const __m256i t = tail_mask8(n - j);
-        // Lanes past the end read mx (x = 0: exp's fast path), and are not stored.
-        const __m256 s = _mm256_blendv_ps(mv, _mm256_maskload_ps(sc + j0 + j, t), _mm256_castsi256_ps(t));
-        const __m256 v = expf_x8(_mm256_sub_ps(s, mv));
-        _mm256_store_ps(e + j, v);
-        _mm256_maskstore_ps(pb + j0 + j, t, round_bf16_x8(v));
-      }
-      for (int64_t j = 0; j < n; ++j) sum += e[j];
-    }
-    psum[h] = sum;
-  }
+  attn_softmax_simd<Avx2>(scores, n_heads, n_rows, m, bmax, rescale, psum, probs);
 }
 
 void exp_f32_avx2(const float* x, float* out, int64_t n) {

@@ -48,6 +48,11 @@ struct Avx512 {
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F load_or(Tail m, const float* p, F fill) { return _mm512_mask_loadu_ps(fill, m, p); }
+  static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
+  static F exp(F v) { return expf_x16(v); }
+  static F round_bf16_any(F v) { return round_bf16_x16(v); }
   static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
   // Round-to-nearest-even to bf16, kept in fp32 lanes (finite inputs; matches core/formats.h round_bf16).
   static F round_bf16(F v) { return round_bf16_finite_x16(v); }
@@ -102,41 +107,9 @@ void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* row
   attn_pv_simd<Avx512>(probs, n_heads, rows, n_rows, d, blocks);
 }
 
-// 16 scores at a time: the maximum in lanes (vmaxps(s, acc) keeps acc on a NaN s, as std::max(acc, s)), then
-// exp (glibc's expf on 16 lanes) and the bf16 rounding in lanes; the double sum stays one chain in j order.
 void attn_softmax_avx512(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs) {
-  alignas(64) float e[64];
-  for (int64_t h = 0; h < n_heads; ++h) {
-    const float* sc = scores + h * n_rows;
-    float* pb = probs + h * n_rows;
-    __m512 acc = _mm512_set1_ps(m[h]);
-    for (int64_t j = 0; j < n_rows; j += 16) {
-      const __mmask16 t = Avx512::tail(n_rows - j);
-      acc = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), t, sc + j), acc);
-    }
-    const float mx = _mm512_reduce_max_ps(acc);
-    bmax[h] = mx;
-    if (mx == -INFINITY) {
-      std::fill(pb, pb + n_rows, 0.0f);
-      continue;
-    }
-    rescale[h] = std::exp(m[h] - mx);
-    const __m512 mv = _mm512_set1_ps(mx);
-    double sum = 0.0;
-    for (int64_t j0 = 0; j0 < n_rows; j0 += 64) {
-      const int64_t n = std::min<int64_t>(64, n_rows - j0);
-      for (int64_t j = 0; j < n; j += 16) {
-        const __mmask16 t = Avx512::tail(n - j);
-        const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(t, sc + j0 + j), mv);
-        const __m512 v = expf_x16(x);
-        _mm512_store_ps(e + j, v);
-        _mm512_mask_storeu_ps(pb + j0 + j, t, round_bf16_x16(v));
-      }
-      for (int64_t j = 0; j < n; ++j) sum += e[j];
-    }
-    psum[h] = sum;
-  }
+  attn_softmax_simd<Avx512>(scores, n_heads, n_rows, m, bmax, rescale, psum, probs);
 }
 
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,

@@ -21,7 +21,8 @@ using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const 
                               float scale, float* scores);
 // blocks[h * d + i] += Σ_j probs[h * n_rows + j] · rows[j][i] for h < n_heads, i < d, in double, j in
 // order (exact products, one rounding per addition: bit-identical on every ISA). The vector loops convert
-// each row chunk to double once for a group of heads (4 on AVX2, 8 on AVX-512). n_rows ≤ 64 (one online-softmax block).
+// each row chunk to double once for a group of heads (4 on AVX2, 8 on AVX-512). n_rows ≤ 64 (one
+// online-softmax block).
 using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                           double* blocks);
 
@@ -34,9 +35,10 @@ using AttnRescaleFn = void (*)(float* acc, const double* block, int64_t d, float
 // order (so a NaN score never becomes the maximum); where bmax[h] is −inf, probs of head h are +0 and
 // nothing else of it is written; else rescale[h] = exp(m[h] − bmax[h]), probs[h * n_rows + j] =
 // bf16(exp(score − bmax[h])) and psum[h] = Σ_j exp(score − bmax[h]) in double, j in order. Every ISA gives
-// the scalar loop's bits: the vector loops compute exp with glibc's expf algorithm (expf_avx512.inc,
-// expf_avx2.inc, checked against std::exp in kernel_swiglu_test.cc) and takes each head's maximum over lanes (the same
-// value: only the sign of a zero maximum can differ, and every use of it is an exp of a difference, where ±0 agree).
+// the scalar loop's bits: the vector loops (attn_softmax_simd) compute exp with glibc's expf algorithm
+// (expf_avx512.inc, expf_avx2.inc, checked against std::exp in kernel_swiglu_test.cc) and take each head's
+// maximum over lanes (the same value: only the sign of a zero maximum can differ, and every use of it is an
+// exp of a difference, where ±0 agree).
 using AttnSoftmaxFn = void (*)(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                                float* rescale, double* psum, float* probs);
 

@@ -319,16 +319,15 @@ void score_range(const QInts& qi, int64_t n_heads, int64_t d, const float* q, co
     convert_keys(keys, d, t0, std::min<int64_t>(k1 - t0, kGroupKeys), own[n]);
     return own[n];
   };
+  static_assert(kPassGroups == 2, "score_range takes the groups in pairs");
   int64_t t0 = k0;
-  if constexpr (kPassGroups == 2) {
-    for (; k1 - t0 > kGroupKeys; t0 += 2 * kGroupKeys) {
-      const IndexerKeyLine* const g[2] = {group(t0, 0), group(t0 + kGroupKeys, 1)};
-      score_groups<2, NB>(qi, n_heads, d, q, keys, t0, std::min<int64_t>(k1 - t0, 2 * kGroupKeys), g, w, scores, fp32);
-    }
+  for (; k1 - t0 > kGroupKeys; t0 += 2 * kGroupKeys) {
+    const IndexerKeyLine* const g[2] = {group(t0, 0), group(t0 + kGroupKeys, 1)};
+    score_groups<2, NB>(qi, n_heads, d, q, keys, t0, std::min<int64_t>(k1 - t0, 2 * kGroupKeys), g, w, scores, fp32);
   }
-  for (; t0 < k1; t0 += kGroupKeys) {
+  if (t0 < k1) {  // the last group alone (at most 16 keys are left)
     const IndexerKeyLine* const g[1] = {group(t0, 0)};
-    score_groups<1, NB>(qi, n_heads, d, q, keys, t0, std::min<int64_t>(k1 - t0, kGroupKeys), g, w, scores, fp32);
+    score_groups<1, NB>(qi, n_heads, d, q, keys, t0, k1 - t0, g, w, scores, fp32);
   }
 }
 

@@ -3,7 +3,8 @@
 // an HCA layer's at a 4096 context (128 + 32) — on one thread (CPU time per call: the robust measure on a
 // shared machine), per ISA. Beside it the lightning indexer's scores (kernels/cpu/indexer.h) at V4-Flash's
 // 64 index heads of 128 over the compressed keys of a 4K and a 64K context (ratio 4: 1024 and 16384 keys),
-// FP4-simulated as in the model (fp32 keys, and stored packed as the model holds them), also on one thread.
+// FP4-simulated as in the model (fp32 keys, and stored packed as the model holds them), also on one thread;
+// and the decode of the FP8-stored rows one CSA query reads (kernels/cpu/kv_row_decode.h).
 #include <benchmark/benchmark.h>
 
 #include <span>
@@ -14,6 +15,7 @@
 #include "core/quant.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/kv_row_decode.h"
 #include "kernels/cpu/sparse_attention.h"
 
 namespace {
@@ -101,7 +103,39 @@ void indexer_packed_case(benchmark::State& state, Isa isa, int64_t n_keys, bool 
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The rows a CSA-layer query reads from the FP8 store (kernels/cpu/kv_row_decode.h): the window's 127
+// earlier rows and 512 selected compressed rows, picked at random from a 64K context's 16384 entries (9 MB,
+// beyond L2, as in the model).
+void decode_rows_case(benchmark::State& state, Isa isa) {
+  const dsv4::KvRowLayout layout{kDim, 64};
+  constexpr int64_t kStored = 16384, kRead = 127 + 512;
+  const int64_t rb = layout.bytes();
+  std::vector<uint8_t> stored(static_cast<size_t>(kStored * rb));
+  const std::vector<float> rows = pseudo_random(kStored * kDim, 7, 1.0f);
+  for (int64_t t = 0; t < kStored; ++t)
+    dsv4::encode_kv_row(layout, {rows.data() + t * kDim, static_cast<size_t>(kDim)},
+                        {stored.data() + t * rb, static_cast<size_t>(rb)});
+  std::vector<const uint8_t*> read(static_cast<size_t>(kRead));
+  uint32_t seed = 3;
+  for (auto& p : read) {
+    seed = seed * 1664525u + 1013904223u;
+    p = stored.data() + static_cast<int64_t>(seed % kStored) * rb;
+  }
+  std::vector<float> out(static_cast<size_t>(kRead * kDim));
+  for (auto _ : state) {
+    dsv4::kernels::decode_kv_rows(layout, read.data(), kRead, out.data(), isa);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(kRead), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const int kRegistered = [] {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    if (!dsv4::kernels::isa_supported(isa)) continue;
+    benchmark::RegisterBenchmark((std::string("decode_kv_rows/") + dsv4::kernels::isa_name(isa) + "/rows=639").c_str(),
+                                 [=](benchmark::State& s) { decode_rows_case(s, isa); });
+  }
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx}) {
     if (!dsv4::kernels::isa_supported(isa)) continue;
     for (int64_t n_keys : {1024, 16384})

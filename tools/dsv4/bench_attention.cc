@@ -7,10 +7,12 @@
 #include <span>
 
 #include "bench_util.h"
+#include "core/check.h"
 #include "core/kv_row.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/indexer.h"
+#include "kernels/cpu/kv_row_decode.h"
 #include "kernels/cpu/sparse_attention.h"
 
 namespace dsv4::cli::bench {
@@ -20,6 +22,7 @@ AttentionBenchShape attention_shape(const ModelConfig& cfg) {
   s.n_heads = cfg.n_heads;
   s.head_dim = cfg.head_dim;
   s.window = cfg.window_size;
+  s.rope_dims = cfg.rope_head_dim;
   s.index_heads = cfg.index_n_heads;
   s.index_head_dim = cfg.index_head_dim;
   s.index_topk = cfg.index_topk;
@@ -66,22 +69,37 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
                 static_cast<long long>(H), static_cast<long long>(D), static_cast<long long>(s.window),
                 static_cast<long long>(s.ratio), static_cast<long long>(s.index_topk),
                 static_cast<long long>(s.index_heads), static_cast<long long>(s.index_head_dim));
-    std::printf("  %8s %10s %10s %10s %10s %12s %9s\n", "context", "CSA us", "indexer", "top-k", "core", "dense us",
-                "dense/CSA");
+    std::printf("  %8s %10s %10s %10s %10s %10s %12s %9s\n", "context", "CSA us", "indexer", "top-k", "rows", "core",
+                "dense us", "dense/CSA");
   }
-  // Synthetic state of a CSA layer after `ctx` tokens: the raw window ring and ctx/ratio compressed entries
-  // (main latent rows, and index keys as the model stores them, packed FP4 (core/kv_row.h), scored in place).
+  // Synthetic state of a CSA layer after `ctx` tokens, stored as the model stores it (core/kv_row.h): the
+  // window's earlier rows and ctx/ratio compressed entries as FP8 rows, index keys as packed FP4 (scored in
+  // place); the token's own window row stays floats, as it does in attention.cc.
+  const KvRowLayout row_layout{D, s.rope_dims};
+  DSV4_CHECK(row_layout.valid(), "bench_attention: head_dim - rope_dims must be a positive multiple of 64");
   struct CsaContext {
     int64_t ctx = 0, n_comp = 0, k = 0;
-    std::vector<float> window, entries, scores;
-    std::vector<uint8_t> packed;
-    std::vector<const uint8_t*> key_rows;
+    std::vector<float> scores, own_row;
+    std::vector<uint8_t> packed, window_rows, entry_rows;
+    std::vector<const uint8_t*> key_rows, window_ptrs, entry_ptrs, read;
     std::vector<int32_t> picked;
-    // Best call (bench_util.h) and its three parts, kept from that same call; the CPU time summed over the
+    // Best call (bench_util.h) and its four parts, kept from that same call; the CPU time summed over the
     // measured calls (their mean is reported: a minimum over calls of a few microseconds once read 0 on a
     // loaded host).
-    double t_index = 0, t_topk = 0, t_core = 0, t_csa = 1e300, cpu_sum = 0;
+    double t_index = 0, t_topk = 0, t_rows = 0, t_core = 0, t_csa = 1e300, cpu_sum = 0;
     int64_t cpu_calls = 0;
+  };
+  // Rows [n, D] of random values, FP8-stored back to back; ptrs to each.
+  auto stored_rows = [&](int64_t n, uint64_t seed, std::vector<uint8_t>& bytes, std::vector<const uint8_t*>& ptrs) {
+    const std::vector<float> rows = random_rows(n, D, seed, false);
+    const int64_t rb = row_layout.bytes();
+    bytes.resize(static_cast<size_t>(n * rb));
+    ptrs.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      encode_kv_row(row_layout, {rows.data() + t * D, static_cast<size_t>(D)},
+                    {bytes.data() + t * rb, static_cast<size_t>(rb)});
+      ptrs[static_cast<size_t>(t)] = bytes.data() + t * rb;
+    }
   };
   std::vector<CsaContext> states(contexts.size());
   const int64_t key_bytes = index_key_bytes(s.index_head_dim);
@@ -91,8 +109,9 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
     st.n_comp = st.ctx / s.ratio;
     st.k = std::min(s.index_topk, st.n_comp);
     const int64_t n_rows = std::max<int64_t>(st.n_comp, 1);
-    st.window = random_rows(s.window, D, 10, false);
-    st.entries = random_rows(n_rows, D, 11, false);
+    stored_rows(s.window - 1, 10, st.window_rows, st.window_ptrs);
+    st.own_row = random_rows(1, D, 14, false);
+    stored_rows(n_rows, 11, st.entry_rows, st.entry_ptrs);
     const std::vector<float> keys = random_rows(n_rows, s.index_head_dim, 12, true);
     st.packed.resize(static_cast<size_t>(n_rows * key_bytes));
     st.key_rows.resize(static_cast<size_t>(n_rows));
@@ -106,6 +125,7 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
   }
   std::vector<const float*> list;
   list.reserve(static_cast<size_t>(s.window + s.index_topk));
+  std::vector<float> decoded(static_cast<size_t>((s.window - 1 + s.index_topk) * D));  // the rows a token reads
   // One call per context in turn, round after round (call 0 of each is its warm-up), so that every context is
   // timed across the same stretch of a shared host's ups and downs: timed one after the other, the 64K / 4K
   // ratio of single runs read 1.17x to 2.12x on a noisy 2-vCPU host (1.53x to 1.64x this way). Each call also
@@ -123,10 +143,17 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
       const auto t1 = Clock::now();
       kernels::topk_desc(st.scores.data(), st.n_comp, st.k, st.picked.data(), topk_scratch);
       const auto t2 = Clock::now();
-      list.clear();
-      for (int64_t j = 0; j < s.window; ++j) list.push_back(st.window.data() + j * D);
+      // The rows this token reads, decoded as attention.cc decodes them: the window's earlier rows, then
+      // the picked compressed rows, in one call.
+      st.read.assign(st.window_ptrs.begin(), st.window_ptrs.end());
       for (int64_t j = 0; j < st.k; ++j)
-        list.push_back(st.entries.data() + static_cast<int64_t>(st.picked[static_cast<size_t>(j)]) * D);
+        st.read.push_back(st.entry_ptrs[static_cast<size_t>(st.picked[static_cast<size_t>(j)])]);
+      kernels::decode_kv_rows(row_layout, st.read.data(), static_cast<int64_t>(st.read.size()), decoded.data(), isa);
+      const auto t3 = Clock::now();
+      list.clear();
+      for (int64_t j = 0; j < s.window - 1; ++j) list.push_back(decoded.data() + j * D);
+      list.push_back(st.own_row.data());
+      for (int64_t j = 0; j < st.k; ++j) list.push_back(decoded.data() + (s.window - 1 + j) * D);
       kernels::sparse_attention(shape, q.data(), list.data(), static_cast<int64_t>(list.size()), sink.data(),
                                 out.data(), scratch, opt);
       const double total = seconds_since(t0);
@@ -137,7 +164,8 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
         st.t_csa = total;
         st.t_index = std::chrono::duration<double>(t1 - t0).count();
         st.t_topk = std::chrono::duration<double>(t2 - t1).count();
-        st.t_core = total - st.t_index - st.t_topk;
+        st.t_rows = std::chrono::duration<double>(t3 - t2).count();
+        st.t_core = total - st.t_index - st.t_topk - st.t_rows;
       }
     }
 
@@ -145,7 +173,7 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
   double csa_at_4k = 0, csa_at_64k = 0, cpu_at_4k = 0, cpu_at_64k = 0;
   for (const CsaContext& st : states) {
     const int64_t ctx = st.ctx, n_comp = st.n_comp, k = st.k;
-    const double t_csa = st.t_csa, t_index = st.t_index, t_topk = st.t_topk, t_core = st.t_core;
+    const double t_csa = st.t_csa, t_index = st.t_index, t_topk = st.t_topk, t_rows = st.t_rows, t_core = st.t_core;
     const double cpu_csa = st.cpu_sum / static_cast<double>(st.cpu_calls);
     // The dense baseline (every raw row), one context at a time: it is the yardstick, not the ratio's terms.
     double t_dense, cpu_dense_sum = 0;
@@ -170,22 +198,23 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
       cpu_at_64k = cpu_csa;
     }
     nlohmann::json row = {{"context", ctx},
-                    {"compressed_entries", n_comp},
-                    {"selected", k},
-                    {"csa_us_per_token", t_csa * 1e6},
-                    {"indexer_us", t_index * 1e6},
-                    {"topk_us", t_topk * 1e6},
-                    {"sparse_core_us", t_core * 1e6},
-                    {"dense_us_per_token", t_dense * 1e6},
-                    {"dense_over_csa", t_dense / t_csa}};
+                          {"compressed_entries", n_comp},
+                          {"selected", k},
+                          {"csa_us_per_token", t_csa * 1e6},
+                          {"indexer_us", t_index * 1e6},
+                          {"topk_us", t_topk * 1e6},
+                          {"rows_us", t_rows * 1e6},
+                          {"sparse_core_us", t_core * 1e6},
+                          {"dense_us_per_token", t_dense * 1e6},
+                          {"dense_over_csa", t_dense / t_csa}};
     if (single) {
       row["csa_cpu_us_per_token"] = cpu_csa * 1e6;
       row["dense_cpu_us_per_token"] = cpu_dense * 1e6;
     }
     rows.push_back(row);
     if (!quiet) {
-      std::printf("  %8lld %10.1f %10.1f %10.1f %10.1f %12.1f %8.1fx", static_cast<long long>(ctx), t_csa * 1e6,
-                  t_index * 1e6, t_topk * 1e6, t_core * 1e6, t_dense * 1e6, t_dense / t_csa);
+      std::printf("  %8lld %10.1f %10.1f %10.1f %10.1f %10.1f %12.1f %8.1fx", static_cast<long long>(ctx), t_csa * 1e6,
+                  t_index * 1e6, t_topk * 1e6, t_rows * 1e6, t_core * 1e6, t_dense * 1e6, t_dense / t_csa);
       if (single) std::printf("   cpu: CSA %.1f dense %.1f", cpu_csa * 1e6, cpu_dense * 1e6);
       std::printf("\n");
     }

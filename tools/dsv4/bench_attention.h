@@ -18,6 +18,7 @@ namespace dsv4::cli::bench {
 
 struct AttentionBenchShape {
   int64_t n_heads = 64, head_dim = 512, window = 128;            // main attention (V4-Flash defaults)
+  int64_t rope_dims = 64;                                        // the stored rows' bf16 RoPE tail (core/kv_row.h)
   int64_t index_heads = 64, index_head_dim = 128, index_topk = 512;
   int64_t ratio = 4;                                             // the CSA layers' compression ratio
 };
@@ -25,8 +26,10 @@ struct AttentionBenchShape {
 // The shape of `cfg`'s first CSA layer (ratio of the first compressed-sparse layer; 4 if it has none).
 AttentionBenchShape attention_shape(const ModelConfig& cfg);
 
-// For each context: the CSA layer's per-token time (indexer scores over context/ratio keys, top-k, sparse
-// attention over window + top-k rows) and dense attention's (all `context` rows), each the fastest of its
+// For each context: the CSA layer's per-token time (indexer scores over context/ratio keys, top-k, decoding
+// the rows it reads from the FP8 storage the model keeps them in — the window's window − 1 earlier rows and
+// the top-k compressed rows, as attention.cc does per decoded token — and sparse attention over window +
+// top-k rows) and dense attention's (all `context` rows, as floats), each the fastest of its
 // calls (the attention figures are compared as ratios across contexts). The CSA calls go round-robin over the
 // contexts for min_time per context, so that all of them see the same stretch of a shared host; dense
 // attention runs min_time per context after them. Prints a table unless `quiet`; returns the JSON section.

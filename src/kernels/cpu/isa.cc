@@ -117,6 +117,19 @@ bool has_avx512_vnni_vbmi() {
 #endif
 }
 
+bool has_avx512_vbmi() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // CPUID.(EAX=7, ECX=0):ECX bit 1 (AVX512_VBMI).
+  static const bool kHas = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return isa_supported(Isa::kAvx512) && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 1) & 1u) != 0;
+  }();
+  return kHas;
+#else
+  return false;
+#endif
+}
+
 Isa best_isa() {
   static const Isa kBest = detect();
   return kBest;

@@ -31,6 +31,9 @@ bool has_avx512_bf16();
 // tiers (indexer_int8_avx512.cc). Ice Lake, Sapphire Rapids, Zen 4 and later have both; Skylake-SP and
 // Cascade Lake do not (their tiers score packed keys on AVX2's integer path, indexer.cc packed_path).
 bool has_avx512_vnni_vbmi();
+// AVX512_VBMI alone on top of kAvx512 (every kAvx512Bf16 and kAmx CPU has it; Ice Lake too): the FP8 KV row
+// decode's byte permutes (kv_row_decode.h).
+bool has_avx512_vbmi();
 // The CPU's vendor (CPUID leaf 0) and display family (leaf 1): where a tuning measured differently on one
 // kind of core (row_pairs.h stream_prefetch_bytes, quant_tiles.h fp8_avx2_rebias). AMD Zen 3 and Zen 4
 // report family 0x19, Zen 5 0x1A. {kOther, 0} off x86-64.

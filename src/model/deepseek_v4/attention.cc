@@ -8,6 +8,8 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/kv_row_decode.h"
+#include "kernels/cpu/sparse_attention.h"
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/dispatch_profile.h"
 #include "model/deepseek_v4/indexer.h"
@@ -16,7 +18,6 @@
 #include "ops/reference/common.h"
 #include "ops/reference/norm.h"
 #include "ops/reference/rope.h"
-#include "kernels/cpu/sparse_attention.h"
 #include "ops/reference/sparse_attention.h"
 
 namespace dsv4::v4 {
@@ -39,6 +40,21 @@ struct SegmentScratch {
   std::vector<float> prev;              // window rows of earlier calls, decoded
   std::vector<std::vector<int32_t>> selected;  // CSA: each query's entries
 };
+
+// Rows ids[0..n) of `table` decoded into out [n, dims]: FP8 tables through the vector decode (bit-identical
+// with KvPageTable::read: kernels/cpu/kv_row_decode.h), the others through the table. id(i) gives the i-th row.
+template <typename Id>
+void read_rows(const KvPageTable& table, int64_t n, Id id, float* out, kernels::Isa isa) {
+  const int64_t dims = table.pool().layout().dims;
+  if (table.pool().storage() != KvStorage::kFp8) {
+    for (int64_t i = 0; i < n; ++i) table.read(id(i), out + i * dims);
+    return;
+  }
+  thread_local std::vector<const uint8_t*> entries;  // grows to the longest list once, then reused
+  entries.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) entries[static_cast<size_t>(i)] = table.row_bytes(id(i));
+  kernels::decode_kv_rows(table.pool().layout(), entries.data(), n, out, isa);
+}
 
 // fn(v) for every head vector v in [0, n_vectors) of the call's rows, a few µs of work per pool chunk.
 template <typename Fn>
@@ -113,6 +129,8 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // within its documented bound otherwise), heads split over the model's pool.
   const bool fast = ctx.exec.backend == Backend::kCpu;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
+  // Stored rows decode on the kernel's vector tiers (the same bits); the reference backend keeps core's loop.
+  const kernels::Isa decode_isa = fast ? ctx.exec.isa : kernels::Isa::kScalar;
   float* o = grow_only(call.o, n * H * D);  // [n, H, D]
 
   // One sequence's rows [row0, row0 + sn) at positions start..: writes only those rows of q, kv, iproj, o.
@@ -162,12 +180,15 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     if (w.has_compressor && !w.has_indexer) {
       float* dst = grow_only(comp, stored.n_entries * D, comp_room * D);
       grow_only(comp_rows, stored.n_entries, comp_room);
-      for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows[static_cast<size_t>(t)] = stored.entry(t, dst + t * D);
+      const auto entry_t = [](int64_t t) { return t; };
+      read_rows(stored.rows, stored.n_entries, entry_t, dst, decode_isa);
+      for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows[static_cast<size_t>(t)] = dst + t * D;
     }
     // Window rows of earlier calls [w0, start): stored FP8 (lossless), decoded once for all queries.
     const int64_t w0 = std::max<int64_t>(0, start - win + 1);
     float* prev = grow_only(ss.prev, (start - w0) * D, (win - 1) * D);  // [start − w0, D]
-    for (int64_t p = w0; p < start; ++p) st->window.read(p, prev + (p - w0) * D);
+    const auto window_row = [w0](int64_t i) { return w0 + i; };
+    read_rows(st->window, start - w0, window_row, prev, decode_isa);
     for (int64_t i = 0; i < sn; ++i) {
       const int64_t pos = start + i;
       rows.clear();
@@ -177,8 +198,11 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       while (static_cast<int64_t>(rows.size()) < win_cols) rows.push_back(nullptr);
       if (w.has_indexer) {
         const auto& sel = selected[static_cast<size_t>(i)];
-        grow_only(comp, static_cast<int64_t>(sel.size()) * D, c.index_topk * D);
-        for (size_t j = 0; j < sel.size(); ++j) rows.push_back(stored.entry(sel[j], comp.data() + static_cast<int64_t>(j) * D));
+        const auto n_sel = static_cast<int64_t>(sel.size());
+        grow_only(comp, n_sel * D, c.index_topk * D);
+        const auto selected_row = [&sel](int64_t j) { return static_cast<int64_t>(sel[static_cast<size_t>(j)]); };
+        read_rows(stored.rows, n_sel, selected_row, comp.data(), decode_isa);
+        for (int64_t j = 0; j < n_sel; ++j) rows.push_back(comp.data() + j * D);
       } else if (w.has_compressor) {
         const int64_t visible = (pos + 1) / ratio;
         rows.insert(rows.end(), comp_rows.begin(), comp_rows.begin() + visible);

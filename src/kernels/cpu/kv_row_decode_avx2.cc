@@ -20,6 +20,8 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+#include "kernels/cpu/kv_row_prefetch.inc"  // prefetch_row, kPrefetchRows
+
 // e4m3_to_float of eight codes (zero-extended to dwords), bit for bit.
 inline __m256 e4m3_x8(__m256i c) {
   const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
@@ -39,6 +41,7 @@ void decode_kv_rows_avx2(const KvRowLayout& layout, const uint8_t* const* entrie
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* e = entries[r];
     float* o = out + r * dims;
+    if (r + kPrefetchRows < n) prefetch_row(entries[r + kPrefetchRows], layout.bytes());
     const uint8_t* scales = e + layout.scales_offset();
     for (int64_t b = 0; b < nope / kKvQuantBlock; ++b) {
       const __m256 s = _mm256_set1_ps(kE8m0ToFloat[scales[b]]);

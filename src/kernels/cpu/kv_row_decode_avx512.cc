@@ -24,6 +24,8 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+#include "kernels/cpu/kv_row_prefetch.inc"  // prefetch_row, kPrefetchRows
+
 // [0, 128): byte 3 of e4m3_to_float(m)'s bits by magnitude m (sign clear), [128, 256): byte 2. Built from
 // the scalar codec itself, whose E4M3 values (and NaN) all have zero low 16 bits.
 struct Tables {
@@ -70,6 +72,7 @@ void decode_kv_rows_avx512_vbmi(const KvRowLayout& layout, const uint8_t* const*
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* e = entries[r];
     float* o = out + r * dims;
+    if (r + kPrefetchRows < n) prefetch_row(entries[r + kPrefetchRows], layout.bytes());
     const uint8_t* scales = e + layout.scales_offset();
     for (int64_t b = 0; b < nope / kKvQuantBlock; ++b) {
       const __m512 s = _mm512_set1_ps(kE8m0ToFloat[scales[b]]);

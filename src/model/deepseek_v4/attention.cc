@@ -42,18 +42,20 @@ struct SegmentScratch {
 };
 
 // Rows ids[0..n) of `table` decoded into out [n, dims]: FP8 tables through the vector decode (bit-identical
-// with KvPageTable::read: kernels/cpu/kv_row_decode.h), the others through the table. id(i) gives the i-th row.
+// with KvPageTable::read: kernels/cpu/kv_row_decode.h), the others through the table. id(i) gives the i-th row;
+// room: the most rows the caller's buffers hold before they next grow (so this list grows with them, not at
+// every new row of a warm decode: StepAllocations).
 template <typename Id>
-void read_rows(const KvPageTable& table, int64_t n, Id id, float* out, kernels::Isa isa) {
+void read_rows(const KvPageTable& table, int64_t n, int64_t room, Id id, float* out, kernels::Isa isa) {
   const int64_t dims = table.pool().layout().dims;
   if (table.pool().storage() != KvStorage::kFp8) {
     for (int64_t i = 0; i < n; ++i) table.read(id(i), out + i * dims);
     return;
   }
-  thread_local std::vector<const uint8_t*> entries;  // grows to the longest list once, then reused
-  entries.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) entries[static_cast<size_t>(i)] = table.row_bytes(id(i));
-  kernels::decode_kv_rows(table.pool().layout(), entries.data(), n, out, isa);
+  thread_local std::vector<const uint8_t*> entries;
+  const uint8_t** e = grow_only(entries, n, room);
+  for (int64_t i = 0; i < n; ++i) e[i] = table.row_bytes(id(i));
+  kernels::decode_kv_rows(table.pool().layout(), e, n, out, isa);
 }
 
 // fn(v) for every head vector v in [0, n_vectors) of the call's rows, a few µs of work per pool chunk.
@@ -181,14 +183,14 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       float* dst = grow_only(comp, stored.n_entries * D, comp_room * D);
       grow_only(comp_rows, stored.n_entries, comp_room);
       const auto entry_t = [](int64_t t) { return t; };
-      read_rows(stored.rows, stored.n_entries, entry_t, dst, decode_isa);
+      read_rows(stored.rows, stored.n_entries, comp_room, entry_t, dst, decode_isa);
       for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows[static_cast<size_t>(t)] = dst + t * D;
     }
     // Window rows of earlier calls [w0, start): stored FP8 (lossless), decoded once for all queries.
     const int64_t w0 = std::max<int64_t>(0, start - win + 1);
     float* prev = grow_only(ss.prev, (start - w0) * D, (win - 1) * D);  // [start − w0, D]
     const auto window_row = [w0](int64_t i) { return w0 + i; };
-    read_rows(st->window, start - w0, window_row, prev, decode_isa);
+    read_rows(st->window, start - w0, win - 1, window_row, prev, decode_isa);
     for (int64_t i = 0; i < sn; ++i) {
       const int64_t pos = start + i;
       rows.clear();
@@ -201,7 +203,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
         const auto n_sel = static_cast<int64_t>(sel.size());
         grow_only(comp, n_sel * D, c.index_topk * D);
         const auto selected_row = [&sel](int64_t j) { return static_cast<int64_t>(sel[static_cast<size_t>(j)]); };
-        read_rows(stored.rows, n_sel, selected_row, comp.data(), decode_isa);
+        read_rows(stored.rows, n_sel, c.index_topk, selected_row, comp.data(), decode_isa);
         for (int64_t j = 0; j < n_sel; ++j) rows.push_back(comp.data() + j * D);
       } else if (w.has_compressor) {
         const int64_t visible = (pos + 1) / ratio;

@@ -20,7 +20,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-#include "kernels/cpu/kv_row_prefetch.inc"  // prefetch_row, kPrefetchRows
+#include "kernels/cpu/kv_row_decode_rows.inc"  // decode_rows
 
 // e4m3_to_float of eight codes (zero-extended to dwords), bit for bit.
 inline __m256 e4m3_x8(__m256i c) {
@@ -37,28 +37,22 @@ inline __m256 e4m3_x8(__m256i c) {
 }  // namespace
 
 void decode_kv_rows_avx2(const KvRowLayout& layout, const uint8_t* const* entries, int64_t n, float* out) {
-  const int64_t nope = layout.nope_dims(), rope = layout.rope_dims, dims = layout.dims;
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* e = entries[r];
-    float* o = out + r * dims;
-    if (r + kPrefetchRows < n) prefetch_row(entries[r + kPrefetchRows], layout.bytes());
-    const uint8_t* scales = e + layout.scales_offset();
-    for (int64_t b = 0; b < nope / kKvQuantBlock; ++b) {
-      const __m256 s = _mm256_set1_ps(kE8m0ToFloat[scales[b]]);
-      for (int64_t i = b * kKvQuantBlock; i < (b + 1) * kKvQuantBlock; i += 8) {
-        const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(e + i)));
-        _mm256_storeu_ps(o + i, _mm256_mul_ps(e4m3_x8(c), s));
-      }
+  auto block = [](const uint8_t* codes, float scale, float* o) {
+    const __m256 s = _mm256_set1_ps(scale);
+    for (int64_t i = 0; i < kKvQuantBlock; i += 8) {
+      const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(e4m3_x8(c), s));
     }
-    const auto* h = reinterpret_cast<const uint16_t*>(e + nope);  // rope dims: little-endian bf16
+  };
+  auto rope = [](const uint8_t* h, int64_t count, float* o) {
     int64_t i = 0;
-    for (; i + 8 <= rope; i += 8) {
-      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + nope + i), _mm256_slli_epi32(w, 16));
+    for (; i + 8 <= count; i += 8) {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 2 * i)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), _mm256_slli_epi32(w, 16));
     }
-    for (; i < rope; ++i)
-      o[nope + i] = bf16_to_float(static_cast<uint16_t>(e[nope + 2 * i] | e[nope + 2 * i + 1] << 8));
-  }
+    for (; i < count; ++i) o[i] = bf16_to_float(static_cast<uint16_t>(h[2 * i] | h[2 * i + 1] << 8));
+  };
+  decode_rows(layout, entries, n, out, block, rope);
 }
 
 }  // namespace dsv4::kernels::detail

@@ -24,7 +24,7 @@
 namespace dsv4::kernels::detail {
 namespace {
 
-#include "kernels/cpu/kv_row_prefetch.inc"  // prefetch_row, kPrefetchRows
+#include "kernels/cpu/kv_row_decode_rows.inc"  // decode_rows
 
 // [0, 128): byte 3 of e4m3_to_float(m)'s bits by magnitude m (sign clear), [128, 256): byte 2. Built from
 // the scalar codec itself, whose E4M3 values (and NaN) all have zero low 16 bits.
@@ -68,34 +68,28 @@ void decode_kv_rows_avx512_vbmi(const KvRowLayout& layout, const uint8_t* const*
   for (int q = 0; q < 4; ++q) spread[q] = _mm512_load_si512(kSpread.data() + 64 * q);
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(static_cast<char>(0xFF));
   const __m512i nan_hi = _mm512_set1_epi8(0x7F);
-  const int64_t nope = layout.nope_dims(), rope = layout.rope_dims, dims = layout.dims;
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* e = entries[r];
-    float* o = out + r * dims;
-    if (r + kPrefetchRows < n) prefetch_row(entries[r + kPrefetchRows], layout.bytes());
-    const uint8_t* scales = e + layout.scales_offset();
-    for (int64_t b = 0; b < nope / kKvQuantBlock; ++b) {
-      const __m512 s = _mm512_set1_ps(kE8m0ToFloat[scales[b]]);
-      const __m512i c = _mm512_loadu_si512(e + b * kKvQuantBlock);
-      // imm 0xF8 = A | (B & C): the table's byte ORed with the code's sign bit.
-      __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, c, hi1), c, sign, 0xF8);
-      hi = _mm512_mask_mov_epi8(hi, _mm512_cmpeq_epi8_mask(c, ones), nan_hi);
-      const __m512i lo = _mm512_permutex2var_epi8(lo0, c, lo1);
-      float* ob = o + b * kKvQuantBlock;
+  auto block = [&](const uint8_t* codes, float scale, float* o) {
+    const __m512 s = _mm512_set1_ps(scale);
+    const __m512i c = _mm512_loadu_si512(codes);
+    // imm 0xF8 = A | (B & C): the table's byte ORed with the code's sign bit.
+    __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, c, hi1), c, sign, 0xF8);
+    hi = _mm512_mask_mov_epi8(hi, _mm512_cmpeq_epi8_mask(c, ones), nan_hi);
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, c, lo1);
 #pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        const __m512 v = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kHighHalves, lo, spread[q], hi));
-        _mm512_storeu_ps(ob + 16 * q, _mm512_mul_ps(v, s));
-      }
+    for (int q = 0; q < 4; ++q) {
+      const __m512 v = _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kHighHalves, lo, spread[q], hi));
+      _mm512_storeu_ps(o + 16 * q, _mm512_mul_ps(v, s));
     }
-    const uint8_t* h = e + nope;  // rope dims: little-endian bf16
-    for (int64_t i = 0; i < rope; i += 16) {
+  };
+  auto rope = [](const uint8_t* h, int64_t count, float* o) {
+    for (int64_t i = 0; i < count; i += 16) {
       const __mmask16 m =
-          rope - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (rope - i)) - 1u);
+          count - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (count - i)) - 1u);
       const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h + 2 * i));
-      _mm512_mask_storeu_ps(o + nope + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+      _mm512_mask_storeu_ps(o + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
     }
-  }
+  };
+  decode_rows(layout, entries, n, out, block, rope);
 }
 
 }  // namespace dsv4::kernels::detail

@@ -2,6 +2,7 @@
 // computed directly in double, algebraic identities, and hand-worked cases for the tricky rules.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -67,6 +68,38 @@ TEST(RefRope, InterleavedPairsAndInverse) {
   EXPECT_NEAR(x[0], 1.0f, 8e-3);
   EXPECT_NEAR(x[1], 0.0f, 8e-3);
   EXPECT_NEAR(x[3], 1.0f, 8e-3);
+}
+
+TEST(RefRope, PrecomputedCosSinGiveApplyRopesBits) {
+  // The model computes a row's cos / sin once for its heads (rope_cos_sin) and rotates each head with them
+  // (apply_rope_cs): the values must be fp32(cos / sin(double(fp32(pos) · f_i))), and the rotation
+  // apply_rope's bits, forward and inverse, at positions up to and past YaRN's original 64K.
+  for (const RopeParams& p :
+       {RopeParams{64, 10000.0, false, 0, 1.0, 32.0, 1.0}, RopeParams{64, 160000.0, true, 65536, 16.0, 32.0, 1.0}}) {
+    const auto f = rope_frequencies(p);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    for (int64_t pos : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{127}, int64_t{4097}, int64_t{65535}, int64_t{65536},
+                        int64_t{1048575}}) {
+      std::vector<float> cs(64);
+      rope_cos_sin(64, f.data(), pos, cs.data());
+      for (int i = 0; i < 32; ++i) {
+        const double angle = static_cast<double>(static_cast<float>(pos) * f[static_cast<size_t>(i)]);
+        ASSERT_EQ(cs[2 * i], static_cast<float>(std::cos(angle))) << "pos " << pos << " pair " << i;
+        ASSERT_EQ(cs[2 * i + 1], static_cast<float>(std::sin(angle))) << "pos " << pos << " pair " << i;
+      }
+      for (bool inverse : {false, true}) {
+        std::vector<float> a(64), b;
+        for (float& v : a) v = round_bf16(d(rng));
+        b = a;
+        apply_rope(a.data(), 64, f.data(), pos, inverse);
+        apply_rope_cs(b.data(), 64, cs.data(), inverse);
+        for (int i = 0; i < 64; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+              << "pos " << pos << " inverse " << inverse << " dim " << i;
+      }
+    }
+  }
 }
 
 TEST(RefMhc, SinkhornIsNearlyDoublyStochasticWithColumnsLast) {

@@ -27,6 +27,7 @@ namespace {
 // at the end of a forward once steps keep using much less).
 struct CallScratch {
   ScratchVec<float> qr, q, kv, o, z;  // trimmable: [n, ·] — ~268 MB each for q and o at a 2048-row prefill
+  ScratchVec<float> rope_cs;          // [n, rope_dim]: each row's RoPE cos / sin (ref::rope_cos_sin)
   IndexerProjection iproj;
   CompressorProjection cproj;
 };
@@ -117,11 +118,15 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   for (const BlockSegment& seg : segs)
     for (int64_t i = 0; i < seg.n; ++i) row_pos[seg.row0 + i] = seg.start + i;
   // 2. Query heads: per-head RMS in bf16 steps, then RoPE on the tail at the row's position — each head
-  // vector on its own, so the pool splits them (a decode token's 64 heads no longer run on one thread).
+  // vector on its own, so the pool splits them (a decode token's 64 heads no longer run on one thread). The
+  // cos / sin of a row's position are computed once for its heads and their outputs' de-rotation below
+  // (apply_rope's bits; 2·H·rd/2 double sin + cos per row before).
+  float* rope_cs = grow_only(call.rope_cs, n * rd);  // [n, rd]
+  for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), row_pos[r], rope_cs + r * rd);
   for_heads(ctx, n * H, [&](int64_t v) {
     float* qh = q + v * D;
     ref::head_rms_norm_bf16(qh, 1, D, eps);
-    ref::apply_rope(qh + D - rd, rd, freqs.data(), row_pos[v / H], false);
+    ref::apply_rope_cs(qh + D - rd, rd, rope_cs + (v / H) * rd, false);
   });
 
   const int64_t ratio = c.compress_ratio(il);
@@ -242,9 +247,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   }
 
   // De-rotate the outputs, head by head like the queries.
-  for_heads(ctx, n * H, [&](int64_t v) {
-    ref::apply_rope(o + v * D + D - rd, rd, freqs.data(), row_pos[v / H], true);
-  });
+  for_heads(ctx, n * H, [&](int64_t v) { ref::apply_rope_cs(o + v * D + D - rd, rd, rope_cs + (v / H) * rd, true); });
 
   // 6. Grouped low-rank output over all rows: z_g = Wo_a[g]·o_g (bf16 einsum), then out = wo_b·z.
   const int64_t G = c.o_groups, R = c.o_lora_rank;

@@ -56,9 +56,14 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   // batch — parallel_for runs on the calling thread).
   float* q = p->q.data() + row0 * nh * hd;
   const float* wts = p->weights.data() + row0 * nh;
+  // Each row's RoPE cos / sin once for its nh heads (ref::rope_cos_sin: apply_rope's bits). This thread's
+  // buffer: the sequences of a decode batch run here side by side on the pool's threads.
+  thread_local ScratchVec<float> rope_cs_buf;
+  float* rope_cs = rope_cs_buf.grow(n * rd);  // [n, rd]
+  for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), start + r, rope_cs + r * rd);
   for_each_item(ctx.exec, n * nh, 8, [&](int64_t v) {  // 8 head vectors per pool chunk at least
     float* qh = q + v * hd;
-    ref::apply_rope(qh + hd - rd, rd, freqs.data(), start + v / nh, false);
+    ref::apply_rope_cs(qh + hd - rd, rd, rope_cs + (v / nh) * rd, false);
     ref::hadamard_rotate(qh, hd);
     fake_quant_fp4(std::span<float>(qh, static_cast<size_t>(hd)), 32);
   });

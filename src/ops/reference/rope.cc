@@ -44,19 +44,43 @@ std::vector<float> rope_frequencies(const RopeParams& p) {
   return f;
 }
 
+namespace {
+
+// Pair i's cos and sin at position t: fp32 angle, double cos / sin rounded to fp32.
+inline void pair_cos_sin(float t, float freq, float* c, float* s) {
+  const float angle = t * freq;
+  *c = static_cast<float>(std::cos(static_cast<double>(angle)));
+  *s = static_cast<float>(std::sin(static_cast<double>(angle)));
+}
+
+// Rotates pair (x[0], x[1]) by (c, s) (inverse: the conjugate), rounded to bf16.
+inline void rotate_pair(float* x, float c, float s, bool inverse) {
+  if (inverse) s = -s;
+  const float a = x[0], b = x[1];
+  const float re = a * c - b * s;
+  const float im = a * s + b * c;
+  x[0] = round_bf16(re);
+  x[1] = round_bf16(im);
+}
+
+}  // namespace
+
 void apply_rope(float* x, int64_t rope_dim, const float* freqs, int64_t pos, bool inverse) {
   const float t = static_cast<float>(pos);
   for (int64_t i = 0; i < rope_dim / 2; ++i) {
-    const float angle = t * freqs[i];
-    const float c = static_cast<float>(std::cos(static_cast<double>(angle)));
-    float s = static_cast<float>(std::sin(static_cast<double>(angle)));
-    if (inverse) s = -s;  // conjugate
-    const float a = x[2 * i], b = x[2 * i + 1];
-    const float re = a * c - b * s;
-    const float im = a * s + b * c;
-    x[2 * i] = round_bf16(re);
-    x[2 * i + 1] = round_bf16(im);
+    float c, s;
+    pair_cos_sin(t, freqs[i], &c, &s);
+    rotate_pair(x + 2 * i, c, s, inverse);
   }
+}
+
+void rope_cos_sin(int64_t rope_dim, const float* freqs, int64_t pos, float* cs) {
+  const float t = static_cast<float>(pos);
+  for (int64_t i = 0; i < rope_dim / 2; ++i) pair_cos_sin(t, freqs[i], cs + 2 * i, cs + 2 * i + 1);
+}
+
+void apply_rope_cs(float* x, int64_t rope_dim, const float* cs, bool inverse) {
+  for (int64_t i = 0; i < rope_dim / 2; ++i) rotate_pair(x + 2 * i, cs[2 * i], cs[2 * i + 1], inverse);
 }
 
 }  // namespace dsv4::ref

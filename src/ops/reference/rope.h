@@ -28,4 +28,10 @@ std::vector<float> rope_frequencies(const RopeParams& p);
 // in place; the result is rounded to bf16.
 void apply_rope(float* x, int64_t rope_dim, const float* freqs, int64_t pos, bool inverse);
 
+// The same in two steps, for many vectors at one position (a token's 64 query heads, and their outputs'
+// de-rotation): rope_cos_sin computes each pair's cos and sin once — cs[2i], cs[2i+1], the values
+// apply_rope uses — and apply_rope_cs rotates with them, giving apply_rope's bits.
+void rope_cos_sin(int64_t rope_dim, const float* freqs, int64_t pos, float* cs);
+void apply_rope_cs(float* x, int64_t rope_dim, const float* cs, bool inverse);
+
 }  // namespace dsv4::ref

@@ -23,12 +23,6 @@ struct CompressorState {
   // keys as packed FP4 (fp32 in a model configured with KvStorage::kF32 and in private states).
   KvPageTable rows;
   int64_t n_entries = 0;
-
-  // Entry t as dc floats, decoded into `scratch` [dc].
-  const float* entry(int64_t t, float* scratch) const {
-    rows.read(t, scratch);
-    return scratch;
-  }
 };
 
 struct LayerState {

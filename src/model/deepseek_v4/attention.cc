@@ -119,8 +119,8 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     for (int64_t i = 0; i < seg.n; ++i) row_pos[seg.row0 + i] = seg.start + i;
   // 2. Query heads: per-head RMS in bf16 steps, then RoPE on the tail at the row's position — each head
   // vector on its own, so the pool splits them (a decode token's 64 heads no longer run on one thread). The
-  // cos / sin of a row's position are computed once for its heads and their outputs' de-rotation below
-  // (apply_rope's bits; 2·H·rd/2 double sin + cos per row before).
+  // cos / sin of a row's position are computed once for its heads, its KV row, the indexer's query heads and
+  // the outputs' de-rotation below (apply_rope's bits; each of those took its own double sin + cos before).
   float* rope_cs = grow_only(call.rope_cs, n * rd);  // [n, rd]
   for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), row_pos[r], rope_cs + r * rd);
   for_heads(ctx, n * H, [&](int64_t v) {
@@ -151,14 +151,15 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
     SegmentScratch& ss = seg_scratch;
     for (int64_t i = 0; i < sn; ++i) {
       float* row = skv + i * D;
-      ref::apply_rope(row + D - rd, rd, freqs.data(), start + i, false);
+      ref::apply_rope_cs(row + D - rd, rd, rope_cs + (row0 + i) * rd, false);
       fake_quant_fp8(std::span<float>(row, static_cast<size_t>(D - rd)), 64);
     }
 
     // 4. Compressed entries: CSA selects with the indexer, HCA sees every visible entry.
     std::vector<std::vector<int32_t>>& selected = ss.selected;
     if (w.has_indexer)
-      indexer_select(ctx, il, w.indexer, st, &iproj, row0, start, sn, &selected, selection ? &selection->scores : nullptr);
+      indexer_select(ctx, il, w.indexer, st, &iproj, row0, start, sn, rope_cs + row0 * rd, &selected,
+                     selection ? &selection->scores : nullptr);
     if (w.has_compressor)
       compressor_consume(w.compressor, CompressorKind::kMain, rd, eps, freqs, &st->compressor, cproj, row0, start, sn);
     if (selection) {

@@ -45,7 +45,7 @@ void indexer_project(const ModelContext& ctx, const IndexerWeights& w, const flo
 }
 
 void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, IndexerProjection* p,
-                    int64_t row0, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
+                    int64_t row0, int64_t start, int64_t n, const float* rope_cs, std::vector<std::vector<int32_t>>* selected,
                     std::vector<std::vector<float>>* all_scores) {
   const ModelConfig& c = ctx.cfg;
   const int64_t nh = c.index_n_heads, hd = c.index_head_dim, rd = c.rope_head_dim;
@@ -56,11 +56,6 @@ void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w
   // batch — parallel_for runs on the calling thread).
   float* q = p->q.data() + row0 * nh * hd;
   const float* wts = p->weights.data() + row0 * nh;
-  // Each row's RoPE cos / sin once for its nh heads (ref::rope_cos_sin: apply_rope's bits). This thread's
-  // buffer: the sequences of a decode batch run here side by side on the pool's threads.
-  thread_local ScratchVec<float> rope_cs_buf;
-  float* rope_cs = rope_cs_buf.grow(n * rd);  // [n, rd]
-  for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), start + r, rope_cs + r * rd);
   for_each_item(ctx.exec, n * nh, 8, [&](int64_t v) {  // 8 head vectors per pool chunk at least
     float* qh = q + v * hd;
     ref::apply_rope_cs(qh + hd - rd, rd, rope_cs + (v / nh) * rd, false);

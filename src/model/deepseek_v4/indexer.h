@@ -29,13 +29,14 @@ void indexer_project_jobs(const ModelContext& ctx, const IndexerWeights& w, cons
 void indexer_project_finish(const ModelContext& ctx, IndexerProjection* p);
 
 // One sequence's rows row0..row0+n−1 of p, at positions start..start+n−1: finishes their queries in p
-// (RoPE, Hadamard, FP4 simulation), feeds the keys to the indexer compressor, then selects for each query
+// (RoPE with rope_cs [n, rope_head_dim], the rows' ref::rope_cos_sin tables the attention already made;
+// Hadamard; FP4 simulation), feeds the keys to the indexer compressor, then selects for each query
 // i the top min(index_topk, ⌊(pos+1)/4⌋) entries. selected[i] (i < n; *selected keeps any longer size
 // and every list's capacity, so a caller's reused vector does not allocate): entry ids in descending score
 // order (ties to the lower id). scores (optional): [i] the scores of all visible entries of query i (for the tie-rule
 // self-check).
 void indexer_select(const ModelContext& ctx, int64_t il, const IndexerWeights& w, LayerState* st, IndexerProjection* p,
-                    int64_t row0, int64_t start, int64_t n, std::vector<std::vector<int32_t>>* selected,
-                    std::vector<std::vector<float>>* scores);
+                    int64_t row0, int64_t start, int64_t n, const float* rope_cs,
+                    std::vector<std::vector<int32_t>>* selected, std::vector<std::vector<float>>* scores);
 
 }  // namespace dsv4::v4

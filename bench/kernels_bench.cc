@@ -5,8 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cstring>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/host_memory.h"
@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/compute_probe.h"
+#include "kernels/cpu/head_norm.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/moe_layer.h"
 #include "kernels/cpu/quant_matmul.h"
@@ -109,6 +110,33 @@ const int kRegisteredActQuant = [] {
                                         std::to_string(n) + "/bf16=" + std::to_string(bf16_first ? 1 : 0))
                                            .c_str(),
                                        [=](benchmark::State& st) { act_quant_case(st, isa, n, bf16_first); });
+  return 0;
+}();
+
+// The attention's per-head query norm of one token at V4-Flash's shape (64 heads x 512), in place: each
+// iteration normalizes a fresh copy (the copy is timed too; it is a 128 KB memcpy, small beside the norm).
+void head_norm_case(benchmark::State& state, Isa isa) {
+  constexpr int64_t kHeads = 64, kDim = 512;
+  std::vector<float> x(static_cast<size_t>(kHeads * kDim)), work(x.size());
+  uint32_t s = 11;
+  for (auto& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = static_cast<float>(static_cast<int>(s >> 12) - (1 << 19)) * 0x1p-18f;
+  }
+  for (auto _ : state) {
+    work = x;
+    dsv4::kernels::head_rms_norm_bf16(work.data(), kHeads, kDim, 1e-6f, isa);
+    benchmark::DoNotOptimize(work.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kHeads);
+}
+
+const int kRegisteredHeadNorm = [] {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx512})
+    if (dsv4::kernels::isa_supported(isa))
+      benchmark::RegisterBenchmark(
+          ("head_rms_norm_bf16/" + std::string(dsv4::kernels::isa_name(isa)) + "/heads=64x512").c_str(),
+          [=](benchmark::State& st) { head_norm_case(st, isa); });
   return 0;
 }();
 

@@ -8,6 +8,7 @@
 #include "core/formats.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/head_norm.h"
 #include "kernels/cpu/kv_row_decode.h"
 #include "kernels/cpu/sparse_attention.h"
 #include "model/deepseek_v4/compressor.h"
@@ -123,10 +124,13 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // the outputs' de-rotation below (apply_rope's bits; each of those took its own double sin + cos before).
   float* rope_cs = grow_only(call.rope_cs, n * rd);  // [n, rd]
   for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), row_pos[r], rope_cs + r * rd);
-  for_heads(ctx, n * H, [&](int64_t v) {
-    float* qh = q + v * D;
-    ref::head_rms_norm_bf16(qh, 1, D, eps);
-    ref::apply_rope_cs(qh + D - rd, rd, rope_cs + (v / H) * rd, false);
+  // The norm takes 8 head vectors at a time (kernels/cpu/head_norm.h: the reference's bits, its double
+  // chains interleaved on AVX-512); the reference backend keeps the reference's loop.
+  const kernels::Isa norm_isa = ctx.exec.backend == Backend::kCpu ? ctx.exec.isa : kernels::Isa::kScalar;
+  for_heads(ctx, (n * H + 7) / 8, [&](int64_t g) {
+    const int64_t v0 = 8 * g, v1 = std::min(n * H, v0 + 8);
+    kernels::head_rms_norm_bf16(q + v0 * D, v1 - v0, D, eps, norm_isa);
+    for (int64_t v = v0; v < v1; ++v) ref::apply_rope_cs(q + v * D + D - rd, rd, rope_cs + (v / H) * rd, false);
   });
 
   const int64_t ratio = c.compress_ratio(il);

@@ -127,7 +127,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // The norm takes 8 head vectors at a time (kernels/cpu/head_norm.h: the reference's bits, its double
   // chains interleaved on AVX-512); the reference backend keeps the reference's loop.
   const kernels::Isa norm_isa = ctx.exec.backend == Backend::kCpu ? ctx.exec.isa : kernels::Isa::kScalar;
-  for_heads(ctx, (n * H + 7) / 8, [&](int64_t g) {
+  for_each_item(ctx.exec, (n * H + 7) / 8, 2, [&](int64_t g) {  // a decode token's 8 groups still split
     const int64_t v0 = 8 * g, v1 = std::min(n * H, v0 + 8);
     kernels::head_rms_norm_bf16(q + v0 * D, v1 - v0, D, eps, norm_isa);
     for (int64_t v = v0; v < v1; ++v) ref::apply_rope_cs(q + v * D + D - rd, rd, rope_cs + (v / H) * rd, false);

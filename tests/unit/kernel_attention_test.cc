@@ -1,7 +1,9 @@
 // unit: kernels::sparse_attention against ref::sparse_attention over a grid of shapes (head_dim off the
 // vector widths, lists shorter than, equal to and across the 64-entry softmax blocks, masked rows, fully
-// masked blocks and lists). Scalar is bit-identical for any input; every ISA is bit-identical when the
-// dots are exact in fp32; for arbitrary floats the vector ISAs stay within the documented bound
+// masked blocks and lists). Scalar is bit-identical for any input; when the dots are exact in fp32 every
+// vector ISA is bit-identical to the reference with its block P·V taken as an fp32 fused multiply-add chain
+// in list order (sparse_attention.h; emulated below), and so to the reference itself wherever that chain
+// is exact; for arbitrary floats the vector ISAs stay within the documented bound
 // |out − ref| ≤ 2^-6·max_j|row_j[d]| and almost every element is still bit-identical. Thread count
 // changes no bit.
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/formats.h"
 #include "core/thread_pool.h"
 #include "kernel_isas.h"
 #include "kernels/cpu/attention_tiles.h"
@@ -103,6 +106,124 @@ TEST(KernelSparseAttention, BitIdenticalWhenDotsAreExact) {
         ASSERT_TRUE(same_bits(got[i], want[i])) << name(c, isa) << " at " << i << ": " << got[i] << " vs " << want[i];
     }
   }
+}
+
+// ref::sparse_attention, step for step, with each block's P·V accumulated as the vector ISAs do: an fp32
+// fused multiply-add chain from +0 over the block's visible rows in list order (the reference: double).
+// Scores use the reference's double dots, which equal any fp32 order when the dots are exact.
+std::vector<float> emulate_fp32_pv(const Case& c, const Inputs& in) {
+  const int64_t D = c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<float> out(static_cast<size_t>(c.n_heads * D), -1.0f), s(64), acc(static_cast<size_t>(D)),
+      blk(static_cast<size_t>(D));
+  for (int64_t h = 0; h < c.n_heads; ++h) {
+    const float* qh = in.q.data() + h * D;
+    float m = -INFINITY, l = 0.0f;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t b0 = 0; b0 < c.n_idx; b0 += 64) {
+      const int64_t nb = std::min<int64_t>(64, c.n_idx - b0);
+      float bmax = m;
+      for (int64_t j = 0; j < nb; ++j) {
+        const float* r = in.rows[static_cast<size_t>(b0 + j)];
+        double dot = 0.0;
+        if (r)
+          for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(qh[d]) * static_cast<double>(r[d]);
+        s[static_cast<size_t>(j)] = r ? static_cast<float>(dot) * scale : -INFINITY;
+        bmax = std::max(bmax, s[static_cast<size_t>(j)]);
+      }
+      if (bmax == -INFINITY) continue;
+      const float rescale = std::exp(m - bmax);
+      double psum = 0.0;
+      std::fill(blk.begin(), blk.end(), 0.0f);
+      for (int64_t j = 0; j < nb; ++j) {
+        const float pj = std::exp(s[static_cast<size_t>(j)] - bmax);
+        psum += pj;
+        const float* r = in.rows[static_cast<size_t>(b0 + j)];
+        if (!r) continue;
+        const float pb = round_bf16(pj);
+        for (int64_t d = 0; d < D; ++d) blk[static_cast<size_t>(d)] = std::fma(pb, r[d], blk[static_cast<size_t>(d)]);
+      }
+      l = l * rescale + static_cast<float>(psum);
+      for (int64_t d = 0; d < D; ++d)
+        acc[static_cast<size_t>(d)] = acc[static_cast<size_t>(d)] * rescale + blk[static_cast<size_t>(d)];
+      m = bmax;
+    }
+    l += std::exp(in.sink[static_cast<size_t>(h)] - m);
+    for (int64_t d = 0; d < D; ++d) out[static_cast<size_t>(h * D + d)] = round_bf16(acc[static_cast<size_t>(d)] / l);
+  }
+  return out;
+}
+
+// Exact dots over a wide spread of scores (integer q up to ±8 against rows of sixteenths up to ±1/2: every
+// partial sum a multiple of 2^-4 below 2^11), so the block's probabilities span tens of binades: the vector
+// ISAs give the emulation's bits end to end, scalar the reference's. (The output's bf16 rounding hides most
+// fp32-vs-double differences; the tile test below tells the two apart.)
+TEST(KernelSparseAttention, VectorIsaIsTheReferenceWithAnFp32PvChain) {
+  SparseAttentionScratch scratch;
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> q_int(-8, 8), sixteenths(-8, 8);
+  int64_t compared = 0;
+  for (const Case& c : grid()) {
+    if (c.head_dim < 64 || c.n_idx < 2) continue;
+    Inputs in = make_inputs(c, Values::kExactDots, 500 + static_cast<uint64_t>(compared));
+    for (auto& v : in.q) v = static_cast<float>(q_int(rng));
+    for (auto& v : in.kv) v = static_cast<float>(sixteenths(rng)) / 16.0f;
+    const auto want = run_ref(c, in), emulated = emulate_fp32_pv(c, in);
+    for (Isa isa : isas()) {
+      const auto got = run_fast(c, in, isa, nullptr, scratch);
+      const auto& expect = isa == Isa::kScalar ? want : emulated;
+      for (size_t i = 0; i < expect.size(); ++i)
+        ASSERT_TRUE(same_bits(got[i], expect[i]))
+            << name(c, isa) << " at " << i << ": " << got[i] << " vs " << expect[i];
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 20);
+}
+
+// The P·V tile itself (attention_tiles.h AttnPvFn) on Gaussian rows and bf16 probabilities across [2^-40, 1]:
+// scalar gives the double sum rounded once, every vector ISA the fp32 fused multiply-add chain from +0 in
+// row order, bit for bit, at head counts around the passes of 4 / 8 heads, dims around the 2-vector chunks
+// and the masked tail, 1..64 rows; and the two differ in some lanes (so the test tells them apart). The
+// block is written, not added to: it starts as garbage.
+TEST(KernelSparseAttention, PvTileIsDoubleOnScalarAndAnFp32ChainOnVectorIsas) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> expo(-40.0f, 0.0f);
+  int64_t lanes = 0, differ = 0;
+  for (int64_t n_heads : {1, 3, 4, 8, 9, 13})
+    for (int64_t d : {1, 7, 16, 31, 32, 33, 64, 70, 512})
+      for (int64_t n_rows : {1, 5, 64}) {
+        std::vector<float> probs(static_cast<size_t>(n_heads * n_rows)), kv(static_cast<size_t>(n_rows * d));
+        for (float& p : probs) p = round_bf16(std::exp2(expo(rng)));
+        for (float& v : kv) v = nd(rng);
+        std::vector<const float*> rows;
+        for (int64_t j = 0; j < n_rows; ++j) rows.push_back(kv.data() + (n_rows - 1 - j) * d);  // any order
+        std::vector<float> dbl(static_cast<size_t>(n_heads * d)), f32(dbl.size());
+        for (int64_t h = 0; h < n_heads; ++h)
+          for (int64_t i = 0; i < d; ++i) {
+            double sd = 0.0;
+            float sf = 0.0f;
+            for (int64_t j = 0; j < n_rows; ++j) {
+              const float p = probs[static_cast<size_t>(h * n_rows + j)], v = rows[static_cast<size_t>(j)][i];
+              sd += static_cast<double>(p) * static_cast<double>(v);
+              sf = std::fma(p, v, sf);
+            }
+            dbl[static_cast<size_t>(h * d + i)] = static_cast<float>(sd);
+            f32[static_cast<size_t>(h * d + i)] = sf;
+          }
+        for (size_t i = 0; i < dbl.size(); ++i) differ += same_bits(dbl[i], f32[i]) ? 0 : 1;
+        lanes += static_cast<int64_t>(dbl.size());
+        for (Isa isa : isas()) {
+          std::vector<float> got(dbl.size(), std::nanf("")), want = isa == Isa::kScalar ? dbl : f32;
+          detail::attn_tiles_for(isa).pv(probs.data(), n_heads, rows.data(), n_rows, d, got.data());
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_TRUE(same_bits(got[i], want[i]))
+                << isa_name(isa) << " H=" << n_heads << " d=" << d << " rows=" << n_rows << " at " << i << ": "
+                << got[i] << " vs " << want[i];
+        }
+      }
+  EXPECT_GT(differ, lanes / 100) << "fp32 and double P·V barely differ here: the test cannot tell them apart";
 }
 
 TEST(KernelSparseAttention, ScalarBitIdenticalAndVectorWithinBound) {

@@ -1,6 +1,6 @@
 // kernels (internal): the per-ISA inner loops of the attention kernels (sparse_attention.h, indexer.h).
 // The drivers stay in baseline code and own every rounding step the reference fixes; these functions
-// only compute dot products and the double P·V accumulation, so an ISA file holds no shared inline or
+// only compute dot products and the P·V accumulation, so an ISA file holds no shared inline or
 // template code (see quant_tiles.h). The AVX2 and AVX-512 files share their loops as source only
 // (attention_tiles_simd.inc, instantiated privately in each over a per-ISA vector-traits type).
 #pragma once
@@ -19,16 +19,17 @@ namespace dsv4::kernels::detail {
 // Scalar: double accumulation in index order, rounded to fp32 (ref::dot_f64); vector ISAs: fp32 lanes.
 using AttnScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                               float scale, float* scores);
-// blocks[h * d + i] += Σ_j probs[h * n_rows + j] · rows[j][i] for h < n_heads, i < d, in double, j in
-// order (exact products, one rounding per addition: bit-identical on every ISA). The vector loops convert
-// each row chunk to double once for a group of heads (4 on AVX2, 8 on AVX-512). n_rows ≤ 64 (one
-// online-softmax block).
+// blocks[h * d + i] = Σ_j probs[h * n_rows + j] · rows[j][i] for h < n_heads, i < d, j in order (written,
+// not added to). Scalar: in double from 0.0 (exact products, one rounding per addition), rounded to fp32
+// once — the reference's bits. Vector ISAs: an fp32 fused multiply-add chain from +0 per (head, i), j in
+// order — the accumulation spec §2.8 gives the kernel (bf16 probabilities, fp32 accumulation), at half the
+// double lanes' work; within the bound of sparse_attention.h. n_rows ≤ 64 (one online-softmax block).
 using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                          double* blocks);
+                          float* blocks);
 
-// acc[i] = acc[i]·rescale + fp32(blocks_row[i]) for i < d: the online softmax folding one head's block of
-// P·V into its running sum — an fp32 multiply, then an add (no contraction), exactly the reference's.
-using AttnRescaleFn = void (*)(float* acc, const double* block, int64_t d, float rescale);
+// acc[i] = acc[i]·rescale + block[i] for i < d: the online softmax folding one head's block of P·V into its
+// running sum — an fp32 multiply, then an add (no contraction), exactly the reference's.
+using AttnRescaleFn = void (*)(float* acc, const float* block, int64_t d, float rescale);
 
 // One online-softmax block (the reference's steps, in its order) for n_heads heads of n_rows scores each
 // (scores[h * n_rows + j]) against the running maxima m[h]: bmax[h] = std::max over m[h] and the scores in
@@ -51,8 +52,8 @@ using IndexerScoresFn = void (*)(const float* q, int64_t n_heads, int64_t d, con
 void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                    double* blocks);
-void attn_rescale_scalar(float* acc, const double* block, int64_t d, float rescale);
+                    float* blocks);
+void attn_rescale_scalar(float* acc, const float* block, int64_t d, float rescale);
 void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs);
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
@@ -61,8 +62,8 @@ void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const flo
 void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                       float scale, float* scores);
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                    double* blocks);
-void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale);
+                  float* blocks);
+void attn_rescale_avx2(float* acc, const float* block, int64_t d, float rescale);
 void attn_softmax_avx2(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                        float* rescale, double* psum, float* probs);
 // out[i] = expf(x[i]) with the vector exp attn_softmax_avx2 uses (expf_avx2.inc; its test hook).
@@ -102,8 +103,8 @@ bool indexer_scores_prepared_avx512vnni(const float* q, int64_t n_heads, int64_t
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores);
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                    double* blocks);
-void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale);
+                    float* blocks);
+void attn_rescale_avx512(float* acc, const float* block, int64_t d, float rescale);
 void attn_softmax_avx512(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,

@@ -1,6 +1,7 @@
 // kernels: AVX2 attention loops (compiled with -mavx2 -mfma -ffp-contract=off; called only after runtime
 // detection): the loops of attention_tiles_simd.inc at 8 fp32 / 4 double lanes — q·k in 8 fp32 lanes,
-// P·V in 4 double lanes in list order (two vectors per head and pass), the indexer over 8 keys at a time
+// P·V in 8 fp32 lanes, an FMA chain in list order (two vectors per head, four heads per pass), the
+// indexer over 8 keys at a time
 // (the fp32 loop behind indexer_int8_avx2.cc).
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -128,12 +129,12 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
   attn_scores_simd<Avx2>(q, n_heads, d, rows, n_rows, scale, scores);
 }
 
-void attn_rescale_avx2(float* acc, const double* block, int64_t d, float rescale) {
+void attn_rescale_avx2(float* acc, const float* block, int64_t d, float rescale) {
   attn_rescale_simd<Avx2>(acc, block, d, rescale);
 }
 
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                  double* blocks) {
+                  float* blocks) {
   attn_pv_simd<Avx2>(probs, n_heads, rows, n_rows, d, blocks);
 }
 

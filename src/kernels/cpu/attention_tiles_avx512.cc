@@ -1,8 +1,8 @@
 // kernels: AVX-512 attention loops (compiled with -mavx512f/bw/vl/dq -mfma -ffp-contract=off; called
 // only after runtime detection): the loops of attention_tiles_simd.inc at 16 fp32 / 8 double lanes — q·k
-// dots in 16 fp32 lanes with one K row load shared by up to four heads; P·V in 8 double lanes over
-// head_dim (two vectors per head, eight heads per pass) with the list order kept per lane (bit-identical to
-// the scalar loop); the online-softmax block in 16 lanes (glibc's expf); the indexer reduces 16 keys' dots at
+// dots in 16 fp32 lanes with one K row load shared by up to four heads; P·V in 16 fp32 lanes over head_dim
+// (two vectors per head, eight heads per pass), an FMA chain in list order per lane (attention_tiles.h
+// AttnPvFn); the online-softmax block in 16 lanes (glibc's expf); the indexer reduces 16 keys' dots at
 // once and applies the reference's per-head bf16 steps to all 16 in lanes.
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -23,9 +23,7 @@ namespace {
 
 struct Avx512 {
   static constexpr int kWidth = 16;
-  // P·V passes of 8 heads × 2 double vectors (16 accumulators): each row chunk's widening (vcvtps2pd, which
-  // shares the FMA pipes on Zen 5) then feeds 8 FMAs instead of 4 with 4 heads × 4 vectors: P·V over 640 rows
-  // × 64 heads × 512, one core, 484-503 -> 458-475 us (same bits: every lane's order is unchanged).
+  // P·V passes of 8 heads × 2 fp32 vectors (16 accumulators): each row chunk's load feeds 8 FMAs.
   static constexpr int kPvChunks = 2;
   static constexpr int kPvHeads = 8;
   using F = __m512;
@@ -98,12 +96,12 @@ void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float*
   attn_scores_simd<Avx512>(q, n_heads, d, rows, n_rows, scale, scores);
 }
 
-void attn_rescale_avx512(float* acc, const double* block, int64_t d, float rescale) {
+void attn_rescale_avx512(float* acc, const float* block, int64_t d, float rescale) {
   attn_rescale_simd<Avx512>(acc, block, d, rescale);
 }
 
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                    double* blocks) {
+                    float* blocks) {
   attn_pv_simd<Avx512>(probs, n_heads, rows, n_rows, d, blocks);
 }
 

@@ -18,18 +18,18 @@ void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float*
 }
 
 void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
-                    double* blocks) {
+                    float* blocks) {
   for (int64_t h = 0; h < n_heads; ++h)
-    for (int64_t j = 0; j < n_rows; ++j) {
-      const double p = probs[h * n_rows + j];
-      const float* r = rows[j];
-      double* block = blocks + h * d;
-      for (int64_t i = 0; i < d; ++i) block[i] += p * static_cast<double>(r[i]);
+    for (int64_t i = 0; i < d; ++i) {
+      double s = 0.0;
+      for (int64_t j = 0; j < n_rows; ++j)
+        s += static_cast<double>(probs[h * n_rows + j]) * static_cast<double>(rows[j][i]);
+      blocks[h * d + i] = static_cast<float>(s);
     }
 }
 
-void attn_rescale_scalar(float* acc, const double* block, int64_t d, float rescale) {
-  for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * rescale + static_cast<float>(block[i]);
+void attn_rescale_scalar(float* acc, const float* block, int64_t d, float rescale) {
+  for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * rescale + block[i];
 }
 
 void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,

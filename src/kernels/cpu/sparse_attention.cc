@@ -49,7 +49,6 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
     // Per head: the block max against the running max, fp32 exp of every score, the sum in double and the
     // bf16 probabilities — the reference's operations in its order.
     tiles.softmax(s.scores.data(), nh, nv, s.m.data(), s.bmax.data(), s.rescale.data(), s.psum.data(), s.probs.data());
-    std::fill(s.block.begin(), s.block.end(), 0.0);
     tiles.pv(s.probs.data(), nh, s.visible.data(), nv, D, s.block.data());
     for (int64_t h = 0; h < nh; ++h) {
       const float bmax = s.bmax[static_cast<size_t>(h)];

@@ -226,6 +226,42 @@ TEST(KernelSparseAttention, PvTileIsDoubleOnScalarAndAnFp32ChainOnVectorIsas) {
   EXPECT_GT(differ, lanes / 100) << "fp32 and double P·V barely differ here: the test cannot tell them apart";
 }
 
+// The output step (attention_tiles.h AttnOutputFn) of every ISA against the scalar loop bf16(acc / l), bit
+// for bit: NaNs with payloads, infinities, ±0, subnormals, values whose quotient overflows or vanishes, and
+// denominators 1, 0.37, 2^-120, +0 (quotients ±inf / NaN), +inf and NaN, at lengths off the 8 / 16 lanes.
+TEST(KernelSparseAttention, OutputStepIsTheScalarLoopOnEveryIsa) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  // NaNs whose payload fills the low half (a rounding that ignored NaN would carry them into ±0 / −inf).
+  const float specials[] = {std::bit_cast<float>(0x7FA00001u),
+                            std::bit_cast<float>(0xFFC12345u),
+                            std::bit_cast<float>(0x7FFFFFFFu),
+                            std::bit_cast<float>(0xFFFF8001u),
+                            INFINITY,
+                            -INFINITY,
+                            0.0f,
+                            -0.0f,
+                            std::ldexp(1.0f, -140),
+                            3e38f,
+                            -1e-38f};
+  for (int64_t d : {1, 7, 16, 17, 100, 512})
+    for (float l : {1.0f, 0.37f, std::ldexp(1.0f, -120), 0.0f, INFINITY, std::nanf("")}) {
+      std::vector<float> acc(static_cast<size_t>(d));
+      for (size_t i = 0; i < acc.size(); ++i)
+        acc[i] = i % 5 == 4 ? specials[(i / 5) % std::size(specials)] : nd(rng) * 8.0f;
+      std::vector<float> want(acc.size());
+      for (size_t i = 0; i < acc.size(); ++i) want[i] = round_bf16(acc[i] / l);
+      for (Isa isa : isas()) {
+        std::vector<float> got(acc.size() + 1, 7.0f);  // one past the end: must stay untouched
+        detail::attn_tiles_for(isa).output(acc.data(), d, l, got.data());
+        for (size_t i = 0; i < acc.size(); ++i)
+          ASSERT_TRUE(same_bits(got[i], want[i]))
+              << isa_name(isa) << " d=" << d << " l=" << l << " at " << i << ": " << got[i] << " vs " << want[i];
+        EXPECT_EQ(got[acc.size()], 7.0f) << isa_name(isa) << " wrote past d=" << d;
+      }
+    }
+}
+
 TEST(KernelSparseAttention, ScalarBitIdenticalAndVectorWithinBound) {
   SparseAttentionScratch scratch;
   uint64_t seed = 1000;

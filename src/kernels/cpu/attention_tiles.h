@@ -31,6 +31,10 @@ using AttnPvFn = void (*)(const float* probs, int64_t n_heads, const float* cons
 // running sum — an fp32 multiply, then an add (no contraction), exactly the reference's.
 using AttnRescaleFn = void (*)(float* acc, const float* block, int64_t d, float rescale);
 
+// out[i] = bf16(acc[i] / l) for i < d: a head's output — the reference's fp32 division and round_bf16, bits
+// included (NaN, infinities), on every ISA.
+using AttnOutputFn = void (*)(const float* acc, int64_t d, float l, float* out);
+
 // One online-softmax block (the reference's steps, in its order) for n_heads heads of n_rows scores each
 // (scores[h * n_rows + j]) against the running maxima m[h]: bmax[h] = std::max over m[h] and the scores in
 // order (so a NaN score never becomes the maximum); where bmax[h] is −inf, probs of head h are +0 and
@@ -54,6 +58,7 @@ void attn_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float*
 void attn_pv_scalar(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     float* blocks);
 void attn_rescale_scalar(float* acc, const float* block, int64_t d, float rescale);
+void attn_output_scalar(const float* acc, int64_t d, float l, float* out);
 void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs);
 void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
@@ -64,6 +69,7 @@ void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* c
 void attn_pv_avx2(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                   float* blocks);
 void attn_rescale_avx2(float* acc, const float* block, int64_t d, float rescale);
+void attn_output_avx2(const float* acc, int64_t d, float l, float* out);
 void attn_softmax_avx2(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                        float* rescale, double* psum, float* probs);
 // out[i] = expf(x[i]) with the vector exp attn_softmax_avx2 uses (expf_avx2.inc; its test hook).
@@ -105,6 +111,7 @@ void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float*
 void attn_pv_avx512(const float* probs, int64_t n_heads, const float* const* rows, int64_t n_rows, int64_t d,
                     float* blocks);
 void attn_rescale_avx512(float* acc, const float* block, int64_t d, float rescale);
+void attn_output_avx512(const float* acc, int64_t d, float l, float* out);
 void attn_softmax_avx512(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs);
 void indexer_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* keys, int64_t k0, int64_t k1,
@@ -118,12 +125,13 @@ void indexer_scores_amx(const float* q, int64_t n_heads, int64_t d, const float*
                         const float* w, float* scores);
 #endif
 
-// The sparse attention core's three loops, always taken together from one ISA.
+// The sparse attention core's loops, always taken together from one ISA.
 struct AttnTiles {
   AttnScoresFn scores;
   AttnPvFn pv;
   AttnRescaleFn rescale;
   AttnSoftmaxFn softmax;
+  AttnOutputFn output;
 };
 
 // isa already resolved (kAmx: the AVX-512 loops, and AMX tiles for the indexer scores; kAvx512Bf16: the

@@ -67,6 +67,7 @@ struct Avx2 {
   }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
   static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
@@ -127,6 +128,10 @@ struct Avx2 {
 void attn_scores_avx2(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                       float scale, float* scores) {
   attn_scores_simd<Avx2>(q, n_heads, d, rows, n_rows, scale, scores);
+}
+
+void attn_output_avx2(const float* acc, int64_t d, float l, float* out) {
+  attn_output_simd<Avx2>(acc, d, l, out);
 }
 
 void attn_rescale_avx2(float* acc, const float* block, int64_t d, float rescale) {

@@ -44,6 +44,7 @@ struct Avx512 {
   static void store(Tail m, float* p, F v) { _mm512_mask_storeu_ps(p, m, v); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
   static F add(F a, F b) { return _mm512_add_ps(a, b); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
   static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
@@ -94,6 +95,10 @@ struct Avx512 {
 void attn_scores_avx512(const float* q, int64_t n_heads, int64_t d, const float* const* rows, int64_t n_rows,
                         float scale, float* scores) {
   attn_scores_simd<Avx512>(q, n_heads, d, rows, n_rows, scale, scores);
+}
+
+void attn_output_avx512(const float* acc, int64_t d, float l, float* out) {
+  attn_output_simd<Avx512>(acc, d, l, out);
 }
 
 void attn_rescale_avx512(float* acc, const float* block, int64_t d, float rescale) {

@@ -32,6 +32,10 @@ void attn_rescale_scalar(float* acc, const float* block, int64_t d, float rescal
   for (int64_t i = 0; i < d; ++i) acc[i] = acc[i] * rescale + block[i];
 }
 
+void attn_output_scalar(const float* acc, int64_t d, float l, float* out) {
+  for (int64_t i = 0; i < d; ++i) out[i] = round_bf16(acc[i] / l);
+}
+
 void attn_softmax_scalar(const float* scores, int64_t n_heads, int64_t n_rows, const float* m, float* bmax,
                          float* rescale, double* psum, float* probs) {
   for (int64_t h = 0; h < n_heads; ++h) {
@@ -71,11 +75,12 @@ void indexer_scores_scalar(const float* q, int64_t n_heads, int64_t d, const flo
 AttnTiles attn_tiles_for(Isa isa) {
 #if defined(__x86_64__)
   if (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16 || isa == Isa::kAmx)
-    return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512, attn_softmax_avx512};
-  if (isa == Isa::kAvx2) return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2, attn_softmax_avx2};
+    return {attn_scores_avx512, attn_pv_avx512, attn_rescale_avx512, attn_softmax_avx512, attn_output_avx512};
+  if (isa == Isa::kAvx2)
+    return {attn_scores_avx2, attn_pv_avx2, attn_rescale_avx2, attn_softmax_avx2, attn_output_avx2};
 #endif
   (void)isa;
-  return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar, attn_softmax_scalar};
+  return {attn_scores_scalar, attn_pv_scalar, attn_rescale_scalar, attn_softmax_scalar, attn_output_scalar};
 }
 
 IndexerScoresFn indexer_scores_for(Isa isa) {

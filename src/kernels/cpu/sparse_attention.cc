@@ -62,9 +62,8 @@ void heads_range(const SparseAttentionShape& p, const float* q, const float* con
   }
   for (int64_t h = 0; h < nh; ++h) {
     const float l = s.l[static_cast<size_t>(h)] + std::exp(sink[h0 + h] - s.m[static_cast<size_t>(h)]);
-    const float* acc = s.acc.data() + h * D;
-    float* o = out + (h0 + h) * D;
-    for (int64_t d = 0; d < D; ++d) o[d] = round_bf16(acc[d] / l);
+    tiles.output(s.acc.data() + h * D, D, l,
+                 out + (h0 + h) * D);  // bf16(acc / l) in lanes: ~15% of the call as a scalar loop
   }
 }
 

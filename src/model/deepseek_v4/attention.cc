@@ -124,12 +124,14 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   // the outputs' de-rotation below (apply_rope's bits; each of those took its own double sin + cos before).
   float* rope_cs = grow_only(call.rope_cs, n * rd);  // [n, rd]
   for (int64_t r = 0; r < n; ++r) ref::rope_cos_sin(rd, freqs.data(), row_pos[r], rope_cs + r * rd);
-  // The norm takes 8 head vectors at a time (kernels/cpu/head_norm.h: the reference's bits, its double
-  // chains interleaved on AVX-512); the reference backend keeps the reference's loop.
-  const kernels::Isa norm_isa = ctx.exec.backend == Backend::kCpu ? ctx.exec.isa : kernels::Isa::kScalar;
+  // cpu backend: the kernels that give the reference's bits on every ISA — the query norm, 8 head vectors at
+  // a time (kernels/cpu/head_norm.h), and the stored rows' decode below — run on the model's ISA; the
+  // reference backend keeps the reference's own loops.
+  const bool fast = ctx.exec.backend == Backend::kCpu;
+  const kernels::Isa exact_isa = fast ? ctx.exec.isa : kernels::Isa::kScalar;
   for_each_item(ctx.exec, (n * H + 7) / 8, 2, [&](int64_t g) {  // a decode token's 8 groups still split
     const int64_t v0 = 8 * g, v1 = std::min(n * H, v0 + 8);
-    kernels::head_rms_norm_bf16(q + v0 * D, v1 - v0, D, eps, norm_isa);
+    kernels::head_rms_norm_bf16(q + v0 * D, v1 - v0, D, eps, exact_isa);
     for (int64_t v = v0; v < v1; ++v) ref::apply_rope_cs(q + v * D + D - rd, rd, rope_cs + (v / H) * rd, false);
   });
 
@@ -138,10 +140,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
   ref::SparseAttentionParams ap{H, D, static_cast<float>(std::pow(static_cast<double>(D), -0.5))};
   // cpu backend: the vectorised kernel (kernels/cpu/sparse_attention.h: bit-identical with the scalar ISA,
   // within its documented bound otherwise), heads split over the model's pool.
-  const bool fast = ctx.exec.backend == Backend::kCpu;
   const kernels::AttentionOptions kopt{ctx.exec.isa, ctx.exec.pool};
-  // Stored rows decode on the kernel's vector tiers (the same bits); the reference backend keeps core's loop.
-  const kernels::Isa decode_isa = fast ? ctx.exec.isa : kernels::Isa::kScalar;
   float* o = grow_only(call.o, n * H * D);  // [n, H, D]
 
   // One sequence's rows [row0, row0 + sn) at positions start..: writes only those rows of q, kv, iproj, o.
@@ -193,14 +192,14 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
       float* dst = grow_only(comp, stored.n_entries * D, comp_room * D);
       grow_only(comp_rows, stored.n_entries, comp_room);
       const auto entry_t = [](int64_t t) { return t; };
-      read_rows(stored.rows, stored.n_entries, comp_room, entry_t, dst, decode_isa);
+      read_rows(stored.rows, stored.n_entries, comp_room, entry_t, dst, exact_isa);
       for (int64_t t = 0; t < stored.n_entries; ++t) comp_rows[static_cast<size_t>(t)] = dst + t * D;
     }
     // Window rows of earlier calls [w0, start): stored FP8 (lossless), decoded once for all queries.
     const int64_t w0 = std::max<int64_t>(0, start - win + 1);
     float* prev = grow_only(ss.prev, (start - w0) * D, (win - 1) * D);  // [start − w0, D]
     const auto window_row = [w0](int64_t i) { return w0 + i; };
-    read_rows(st->window, start - w0, win - 1, window_row, prev, decode_isa);
+    read_rows(st->window, start - w0, win - 1, window_row, prev, exact_isa);
     for (int64_t i = 0; i < sn; ++i) {
       const int64_t pos = start + i;
       rows.clear();
@@ -213,7 +212,7 @@ void attention_forward(const ModelContext& ctx, int64_t il, const AttentionWeigh
         const auto n_sel = static_cast<int64_t>(sel.size());
         grow_only(comp, n_sel * D, c.index_topk * D);
         const auto selected_row = [&sel](int64_t j) { return static_cast<int64_t>(sel[static_cast<size_t>(j)]); };
-        read_rows(stored.rows, n_sel, c.index_topk, selected_row, comp.data(), decode_isa);
+        read_rows(stored.rows, n_sel, c.index_topk, selected_row, comp.data(), exact_isa);
         for (int64_t j = 0; j < n_sel; ++j) rows.push_back(comp.data() + j * D);
       } else if (w.has_compressor) {
         const int64_t visible = (pos + 1) / ratio;

@@ -1,6 +1,7 @@
 // kernels (internal): the per-ISA inner loops of the attention kernels (sparse_attention.h, indexer.h).
-// The drivers stay in baseline code and own every rounding step the reference fixes; these functions
-// only compute dot products and the P·V accumulation, so an ISA file holds no shared inline or
+// The drivers stay in baseline code and own the order of the reference's steps; these functions run the
+// steps themselves (dot products, the online-softmax block, P·V, the rescale and the output's division and
+// bf16 rounding), each with the bits its comment below states, and an ISA file holds no shared inline or
 // template code (see quant_tiles.h). The AVX2 and AVX-512 files share their loops as source only
 // (attention_tiles_simd.inc, instantiated privately in each over a per-ISA vector-traits type).
 #pragma once

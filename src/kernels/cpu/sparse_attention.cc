@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "core/formats.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention_tiles.h"
 

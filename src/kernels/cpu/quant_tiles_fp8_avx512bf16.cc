@@ -99,10 +99,12 @@ inline float reduce16(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
 }
 
-// One 128-K chunk into part[r][j] (kTail: the row's last, partial chunk; codes past k load as 0 → +0 bf16,
-// and the prepared activations are zero there, so the skipped or zero terms change no sum).
+// One 128-K chunk of every (row, token) into part[r][j], half by half (kTail: the row's last, partial
+// chunk; codes past k load as 0 → +0 bf16 and the prepared activations are zero there, so the skipped or
+// zero terms change no sum). Every (row, token) keeps its own part across the halves, so this suits the
+// small tiles only (R · T ≤ 8: 8 parts + 8 accumulators in registers); chunk_whole below serves the rest.
 template <int R, int T, bool kTail>
-inline void chunk(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&part)[R][T]) {
+inline void chunk_halves(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&part)[R][T]) {
   const int64_t len = t.k - kb;
   const auto* x = reinterpret_cast<const uint32_t*>(t.x) + kb / 2;  // this chunk's 64 pairs of token 0
 #pragma GCC unroll 2
@@ -132,57 +134,87 @@ inline void chunk(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&part)[R]
   }
 }
 
-// acc[r·T + j] += part[r][j] · 2^(e−127): a fused multiply-add on purpose — the scale is a power of two,
-// so the product is exact (or an fp32 overflow / underflow, rounded once with the sum), as the emulation's
+// acc[r·T + j] += part · 2^(e−127): a fused multiply-add on purpose — the scale is a power of two, so the
+// product is exact (or an fp32 overflow / underflow, rounded once with the sum), as the emulation's
 // std::fma.
-template <int R, int T>
-inline void scale_add(const Fp8Tile& t, int64_t kb, __m512 (&part)[R][T], __m512* acc) {
+inline __m512 scale_add(const Fp8Tile& t, int r, int64_t kb, __m512 part, __m512 acc) {
+  return _mm512_fmadd_ps(part, _mm512_set1_ps(kE8m0ToFloat[t.s[r][kb / 128]]), acc);
+}
+
+// The same chunk for the wide tiles (R · T > 8), in the same order: the chunk's codes of every row decoded
+// first (both halves' A and B: 4 vectors a row), then token by token its four VDPBF16PS a row into a
+// fresh part and the scale FMA. Only R parts are live, so 2 × 8 accumulators fit in registers: with
+// chunk_halves' 16 parts they went through memory every chunk (fp8_gemm m=8 256x4096 84-88 → 73-77 µs).
+// chunk_halves stays for the small tiles: decoding the whole chunk first made m=1 slower (17.8 → 22.5 µs).
+template <int R, int T, bool kTail>
+inline void chunk_whole(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&acc)[R][T]) {
+  const int64_t len = t.k - kb;
+  __m512i w[R][4];  // [row][2 · half + (0: A, 1: B)]
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r) {
-    const __m512 s = _mm512_set1_ps(kE8m0ToFloat[t.s[r][kb / 128]]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* wr = t.w[r] + kb + 64 * h;
+      _mm_prefetch(reinterpret_cast<const char*>(wr + t.prefetch), _MM_HINT_T0);
+      const int64_t n = len - 64 * h;
+      const __m512i c = !kTail || n >= 64 ? _mm512_loadu_si512(wr)
+                        : n > 0           ? _mm512_maskz_loadu_epi8((__mmask64{1} << n) - 1, wr)
+                                          : _mm512_setzero_si512();
+      decode64(l, c, w[r][2 * h], w[r][2 * h + 1]);
+    }
+  }
+  const auto* x = reinterpret_cast<const uint32_t*>(t.x) + kb / 2;
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) acc[r * T + j] = _mm512_fmadd_ps(part[r][j], s, acc[r * T + j]);
+  for (int j = 0; j < T; ++j) {
+    __m512 part[R];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      __m512i xv = _mm512_loadu_si512(x + j * t.ldx + 16 * v);
+      asm("" : "+v"(xv));
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) part[r] = dp(v == 0 ? _mm512_setzero_ps() : part[r], w[r][v], xv);
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) acc[r][j] = scale_add(t, r, kb, part[r], acc[r][j]);
   }
 }
 
-// Rows × tokens; the accumulators stay in registers up to 8 of them, past that (2 rows × 5..8 tokens:
-// 16 chunk parts, 4 weight, 2 activation and 5 table vectors) in memory, touched once per 128-K chunk.
+// Rows × tokens, the accumulators in registers.
 template <int R, int T>
 void fp8_bf16_tile(Fp8Tile& t) {
   const Luts l;
-  constexpr bool kAccInRegs = R * T <= 8;
-  __m512 acc_regs[kAccInRegs ? R * T : 1];
-  alignas(64) float acc_mem[kAccInRegs ? 1 : R * T][16];
-#pragma GCC unroll 16
-  for (int i = 0; i < R * T; ++i) {
-    if constexpr (kAccInRegs) acc_regs[i] = _mm512_setzero_ps();
-    else _mm512_store_ps(acc_mem[i], _mm512_setzero_ps());
-  }
+  __m512 acc[R][T];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int j = 0; j < T; ++j) acc[r][j] = _mm512_setzero_ps();
   const int64_t full = t.k & ~int64_t{127};
   for (int64_t kb = 0; kb < t.k; kb += 128) {
-    __m512 part[R][T];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-      for (int j = 0; j < T; ++j) part[r][j] = _mm512_setzero_ps();
-    if (kb < full) chunk<R, T, false>(t, l, kb, part);
-    else chunk<R, T, true>(t, l, kb, part);
-    if constexpr (kAccInRegs) {
-      scale_add<R, T>(t, kb, part, acc_regs);
+    if constexpr (R * T > 8) {
+      if (kb < full)
+        chunk_whole<R, T, false>(t, l, kb, acc);
+      else
+        chunk_whole<R, T, true>(t, l, kb, acc);
     } else {
-      __m512 a[R * T];
-#pragma GCC unroll 16
-      for (int i = 0; i < R * T; ++i) a[i] = _mm512_load_ps(acc_mem[i]);
-      scale_add<R, T>(t, kb, part, a);
-#pragma GCC unroll 16
-      for (int i = 0; i < R * T; ++i) _mm512_store_ps(acc_mem[i], a[i]);
+      __m512 part[R][T];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) part[r][j] = _mm512_setzero_ps();
+      if (kb < full)
+        chunk_halves<R, T, false>(t, l, kb, part);
+      else
+        chunk_halves<R, T, true>(t, l, kb, part);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int j = 0; j < T; ++j) acc[r][j] = scale_add(t, r, kb, part[r][j], acc[r][j]);
     }
   }
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j)
-      t.sums[r][j] = reduce16(kAccInRegs ? acc_regs[r * T + j] : _mm512_load_ps(acc_mem[r * T + j]));
+    for (int j = 0; j < T; ++j) t.sums[r][j] = reduce16(acc[r][j]);
 }
 
 // Word w of a prepared 64-element block ← element idx[w] of the block (bit 5 picks the second source of

@@ -83,6 +83,7 @@ struct Avx2 {
   }
   static F exp(F v) { return expf_x8(v); }
   static F round_bf16_any(F v) { return round_bf16_x8(v); }
+  static constexpr bool kReduceEach = false;  // no reduce_add_each
   static float reduce_add(F v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

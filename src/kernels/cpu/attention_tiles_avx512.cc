@@ -19,6 +19,7 @@ namespace dsv4::kernels::detail {
 namespace {
 
 #include "kernels/cpu/expf_avx512.inc"        // expf_x16
+#include "kernels/cpu/reduce16_avx512.inc"    // reduce16, reduce16_x16
 #include "kernels/cpu/round_bf16_avx512.inc"  // round_bf16_x16, round_bf16_finite_x16
 
 struct Avx512 {
@@ -52,7 +53,10 @@ struct Avx512 {
   static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
   static F exp(F v) { return expf_x16(v); }
   static F round_bf16_any(F v) { return round_bf16_x16(v); }
-  static float reduce_add(F v) { return _mm512_reduce_add_ps(v); }
+  static float reduce_add(F v) { return reduce16(v); }
+  // Lane t = reduce_add(v[t]), bit for bit (one transposed tree).
+  static constexpr bool kReduceEach = true;
+  static F reduce_add_each(const F (&v)[16]) { return reduce16_x16(v); }
   // Round-to-nearest-even to bf16, kept in fp32 lanes (finite inputs; matches core/formats.h round_bf16).
   static F round_bf16(F v) { return round_bf16_finite_x16(v); }
   // A transposing add tree.

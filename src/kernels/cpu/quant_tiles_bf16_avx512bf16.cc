@@ -8,7 +8,7 @@
 //   16 lanes; lane l, for each 32-column step s in order: acc_l = (acc_l + w[32s+2l+1]·x[32s+2l+1])
 //   + w[32s+2l]·x[32s+2l] (columns past k are 0), each addition rounded to fp32 (VDPBF16PS's documented
 //   pseudocode, the odd pair first; measured bit-exactly on Zen 5); then the lanes are added as a tree:
-//   l + (l+8), then + (l+4), then + (l+2), then + (l+1) (reduce16 below).
+//   l + (l+8), then + (l+4), then + (l+2), then + (l+1) (reduce16_avx512.inc).
 // Products of two bf16 are exact in fp32, so that chain is a plain fp32 sum, except that VDPBF16PS treats
 // denormal inputs as 0 and flushes denormal results (DAZ, FTZ). The guard keeps both from acting: every
 // nonzero |activation| and |weight| ≥ 2^-56, so every product is a multiple of 2^-126 and so is every
@@ -56,13 +56,7 @@ inline void dp_step(const Bf16Tile& t, const uint16_t* const* w, const uint16_t*
   }
 }
 
-// The lane tree of the order above, written out so that it does not rest on a header's choice.
-inline float reduce16(__m512 v) {
-  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));  // l + (l+8)
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));      // + (l+4)
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));                                      // + (l+2)
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));                                  // + (l+1)
-}
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16: the lane tree of the order above
 
 // Columns are taken in chunks of kKChunk, the lane accumulators waiting in memory between chunks (the same
 // chain per (row, token), so the same sums). Tried: 512-column chunks, so that 8 tokens' packed activation

@@ -20,7 +20,7 @@
 //     for q = 0..3:  s = (s + x[e + 4]·w[e + 4]) + x[e]·w[e],  e = 128c + 8i + q   (VDPBF16PS: odd word first)
 //     acc[i] = fma(s, scale(block 4c + i/4), acc[i])                  (acc[i] starts at +0)
 //   a[i] = acc[i] + acc[i + 8] (i < 8), b[i] = a[i] + a[i + 4] (i < 4), result = (b0 + b2) + (b1 + b3)
-//            (reduce16 below).
+//            (reduce16_avx512.inc).
 // Each product is exact in fp32 (an E2M1 value has 2 significant bits, a bf16 activation 8) and each
 // addition rounds once (RNE), so the fp32 tiles' error bound holds. VDPBF16PS reads bf16 denormals as zero
 // and flushes denormal results; the caller guarantees neither can happen (x_exactness == kBf16Dot: every
@@ -131,13 +131,7 @@ inline void chunk(const Fp4Tile& t, int64_t b, int64_t blocks, __m512i lut, __m5
   }
 }
 
-// Σ of 16 lanes in the documented order: lanes i + 8 onto i, then i + 4, i + 2, i + 1.
-inline float reduce16(__m512 v) {
-  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
-  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
-}
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16_into: the documented lane tree
 
 template <int R, int T>
 void fp4_tile(Fp4Tile& t) {
@@ -170,10 +164,7 @@ void fp4_tile(Fp4Tile& t) {
       chunk<R, T>(t, b + 4 * c, left < 4 ? left : 4, lut, _mm512_add_epi32(lane4, _mm512_set1_epi32(4 * c)), s16, acc);
     }
   }
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) t.sums[r][j] = reduce16(acc[r][j]);
+  reduce16_into(acc, t.sums);
 }
 
 }  // namespace

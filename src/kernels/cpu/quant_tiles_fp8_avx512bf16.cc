@@ -91,13 +91,7 @@ inline __m512 dp(__m512 acc, __m512i w, __m512i x) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(w), reinterpret_cast<__m512bh&>(x));
 }
 
-// The 16 lanes summed in the documented tree (not _mm512_reduce_add_ps, whose order is the compiler's).
-inline float reduce16(__m512 v) {
-  const __m256 a8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 a4 = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-  const __m128 a2 = _mm_add_ps(a4, _mm_movehl_ps(a4, a4));
-  return _mm_cvtss_f32(_mm_add_ss(a2, _mm_movehdup_ps(a2)));
-}
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16_into: the documented lane tree
 
 // One 128-K chunk of every (row, token) into part[r][j], half by half (kTail: the row's last, partial
 // chunk; codes past k load as 0 → +0 bf16 and the prepared activations are zero there, so the skipped or
@@ -211,10 +205,7 @@ void fp8_bf16_tile(Fp8Tile& t) {
         for (int j = 0; j < T; ++j) acc[r][j] = scale_add(t, r, kb, part[r][j], acc[r][j]);
     }
   }
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) t.sums[r][j] = reduce16(acc[r][j]);
+  reduce16_into(acc, t.sums);
 }
 
 // Word w of a prepared 64-element block ← element idx[w] of the block (bit 5 picks the second source of

@@ -226,6 +226,58 @@ TEST(KernelSparseAttention, PvTileIsDoubleOnScalarAndAnFp32ChainOnVectorIsas) {
   EXPECT_GT(differ, lanes / 100) << "fp32 and double P·V barely differ here: the test cannot tell them apart";
 }
 
+// The scores tile (attention_tiles.h AttnScoresFn) on Gaussian q and rows, bit for bit: scalar the double dot
+// rounded once, then · scale; a vector ISA of W fp32 lanes an fma chain from +0 per lane (lane l takes
+// elements l, l + W, ...; the masked tail adds nothing), then the lanes as a halving tree (l + (l + W/2),
+// then + W/4, ... + 1), then · scale — at head counts around the 4-head passes and row counts around the
+// 4 × 4 tiles, whose 16 sums AVX-512 reduces in one transposed tree. The two orders differ in some scores
+// (so the test tells a tree from another).
+TEST(KernelSparseAttention, ScoresTileIsAnFp32LaneChainAndItsTree) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const float scale = 0.0441941738f;  // 1/sqrt(512)
+  int64_t compared = 0, differ = 0;
+  for (int64_t n_heads : {1, 3, 4, 5, 8})
+    for (int64_t d : {1, 7, 16, 33, 64, 512})
+      for (int64_t n_rows : {1, 2, 3, 4, 5, 9}) {
+        std::vector<float> q(static_cast<size_t>(n_heads * d)), kv(static_cast<size_t>(n_rows * d));
+        for (float& v : q) v = nd(rng);
+        for (float& v : kv) v = nd(rng) * 3.0f;
+        std::vector<const float*> rows;
+        for (int64_t j = 0; j < n_rows; ++j) rows.push_back(kv.data() + (n_rows - 1 - j) * d);
+        auto lane_tree = [&](int64_t h, int64_t j, int w) {
+          float lane[16] = {};
+          for (int64_t i = 0; i < d; ++i)
+            lane[i % w] = std::fma(q[static_cast<size_t>(h * d + i)], rows[static_cast<size_t>(j)][i], lane[i % w]);
+          for (int half = w / 2; half >= 1; half /= 2)
+            for (int l = 0; l < half; ++l) lane[l] = lane[l] + lane[l + half];
+          return lane[0] * scale;
+        };
+        for (Isa isa : isas()) {
+          const int w = isa == Isa::kScalar ? 0 : isa == Isa::kAvx2 ? 8 : 16;
+          std::vector<float> got(static_cast<size_t>(n_heads * n_rows), std::nanf(""));
+          detail::attn_tiles_for(isa).scores(q.data(), n_heads, d, rows.data(), n_rows, scale, got.data());
+          for (int64_t h = 0; h < n_heads; ++h)
+            for (int64_t j = 0; j < n_rows; ++j) {
+              double dot = 0.0;
+              for (int64_t i = 0; i < d; ++i)
+                dot += static_cast<double>(q[static_cast<size_t>(h * d + i)]) * rows[static_cast<size_t>(j)][i];
+              const float dbl = static_cast<float>(dot) * scale;
+              const float want = w == 0 ? dbl : lane_tree(h, j, w);
+              if (w == 16) {
+                ++compared;
+                differ += same_bits(want, lane_tree(h, j, 8)) ? 0 : 1;
+              }
+              ASSERT_TRUE(same_bits(got[static_cast<size_t>(h * n_rows + j)], want))
+                  << isa_name(isa) << " H=" << n_heads << " d=" << d << " rows=" << n_rows << " head " << h << " row "
+                  << j << ": " << got[static_cast<size_t>(h * n_rows + j)] << " vs " << want;
+            }
+        }
+      }
+  if (compared > 0)
+    EXPECT_GT(differ, compared / 10) << "16- and 8-lane trees barely differ: the test cannot tell trees apart";
+}
+
 // The output step (attention_tiles.h AttnOutputFn) of every ISA against the scalar loop bf16(acc / l), bit
 // for bit: NaNs with payloads, infinities, ±0, subnormals, values whose quotient overflows or vanishes, and
 // denominators 1, 0.37, 2^-120, +0 (quotients ±inf / NaN), +inf and NaN, at lengths off the 8 / 16 lanes.

@@ -274,8 +274,9 @@ TEST(KernelSparseAttention, ScoresTileIsAnFp32LaneChainAndItsTree) {
             }
         }
       }
-  if (compared > 0)
+  if (compared > 0) {
     EXPECT_GT(differ, compared / 10) << "16- and 8-lane trees barely differ: the test cannot tell trees apart";
+  }
 }
 
 // The output step (attention_tiles.h AttnOutputFn) of every ISA against the scalar loop bf16(acc / l), bit

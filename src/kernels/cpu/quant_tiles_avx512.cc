@@ -16,6 +16,8 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16, reduce16_into: the lane tree of every tile
+
 // 32 E4M3 codes → w/256 of codes 0..15 (lo) and 16..31 (hi). Sign-extending b to 16 bits and shifting
 // left by 7 puts the magnitude bits at 7..13 and copies of the sign at 14..15; clearing bit 14 leaves
 // exactly the half ((b & 0x7F) << 7) | ((b & 0x80) << 8). One widen/shift/and serves 32 codes; the two
@@ -130,11 +132,12 @@ void fp8_tile(Fp8Tile& t) {
       for (int i = 0; i < R * T; ++i) _mm512_store_ps(acc_mem[i], a[i]);
     }
   }
+  __m512 sums[R][T];
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j)
-      t.sums[r][j] = _mm512_reduce_add_ps(kAccInRegs ? acc_regs[r * T + j] : _mm512_load_ps(acc_mem[r * T + j]));
+    for (int j = 0; j < T; ++j) sums[r][j] = kAccInRegs ? acc_regs[r * T + j] : _mm512_load_ps(acc_mem[r * T + j]);
+  reduce16_into(sums, t.sums);
 }
 
 // BF16 → fp32 is a 16-bit left shift of the widened word. Per 16 columns a pass of R rows × T tokens
@@ -197,7 +200,7 @@ void bf16_pass(Bf16Tile& t, int j0) {
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) t.sums[r][j0 + j] = _mm512_reduce_add_ps(acc[r][j]);
+    for (int j = 0; j < T; ++j) t.sums[r][j0 + j] = reduce16(acc[r][j]);
 }
 
 template <int R>
@@ -249,10 +252,12 @@ void fp4_tile(Fp4Tile& t) {
       }
     }
   }
-  #pragma GCC unroll 2
+  __m512 sums[R][T];
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) t.sums[r][j] = _mm512_reduce_add_ps(_mm512_add_ps(acc_e[r][j], acc_o[r][j]));
+    for (int j = 0; j < T; ++j) sums[r][j] = _mm512_add_ps(acc_e[r][j], acc_o[r][j]);
+  reduce16_into(sums, t.sums);
 }
 
 }  // namespace

@@ -36,6 +36,8 @@
 namespace dsv4::kernels::detail {
 namespace {
 
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16_into: the lane tree of every tile
+
 // The 16 E2M1 values (sign in bit 3).
 alignas(64) constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                          -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -125,10 +127,7 @@ void fp4_tile(Fp4Tile& t) {
       chunk<R, T>(t, b + 4 * c, left < 4 ? left : 4, lut, _mm512_add_epi32(lane4, _mm512_set1_epi32(4 * c)), s16, acc);
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int j = 0; j < T; ++j) t.sums[r][j] = _mm512_reduce_add_ps(acc[r][j]);
+  reduce16_into(acc, t.sums);
 }
 
 // More than 4 tokens run as two passes of up to 4 (each decoding the rows again): 2 rows × 8 tokens of

@@ -66,6 +66,9 @@ void compute_case(benchmark::State& state, dsv4::kernels::ComputeInsn insn) {
       case dsv4::kernels::ComputeInsn::kAmxBf16:
         h = dsv4::kernels::detail::compute_loop_amx_bf16(kIters);
         break;
+      case dsv4::kernels::ComputeInsn::kInt8Dot:
+        h = dsv4::kernels::detail::compute_loop_int8_dot(kIters);
+        break;
     }
 #endif
     benchmark::DoNotOptimize(h);
@@ -77,8 +80,9 @@ void compute_case(benchmark::State& state, dsv4::kernels::ComputeInsn insn) {
 }
 
 const int kRegisteredProbes = [] {
-  for (auto insn : {dsv4::kernels::ComputeInsn::kFp32Fma, dsv4::kernels::ComputeInsn::kFp32FmaYmm, dsv4::kernels::ComputeInsn::kBf16Dot,
-                    dsv4::kernels::ComputeInsn::kAmxBf16})
+  for (auto insn : {dsv4::kernels::ComputeInsn::kFp32Fma, dsv4::kernels::ComputeInsn::kFp32FmaYmm,
+                    dsv4::kernels::ComputeInsn::kBf16Dot, dsv4::kernels::ComputeInsn::kAmxBf16,
+                    dsv4::kernels::ComputeInsn::kInt8Dot})
     if (dsv4::kernels::compute_insn_supported(insn))
       benchmark::RegisterBenchmark((std::string("compute_probe/") + dsv4::kernels::compute_insn_name(insn)).c_str(),
                                    [=](benchmark::State& s) { compute_case(s, insn); });

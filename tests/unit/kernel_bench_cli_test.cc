@@ -324,16 +324,40 @@ TEST(KernelBenchCli, ModelOnlySkipsKernelSections) {
   EXPECT_NE(r.output.find("moe_experts"), std::string::npos) << r.output;
 }
 
-// --attention-only: the CSA table alone (no probes, kernel rows or model), one row per context.
+// --attention-only: the compute probes and the CSA table (no read probe, kernel rows or model), one row per
+// context. Where the CPU has the instructions the AVX-512 kernels run on (fp32 FMA for q·k and P·V,
+// VPDPBUSD for the indexer), each row's arithmetic floor is recomputed here from the shapes and the probes.
 TEST(KernelBenchCli, AttentionOnlyRunsJustTheAttentionSection) {
-  const std::string cmd = test::cli_path().string() + " bench --attention-only --threads 1 --min-time 0.01 --contexts 64,256";
+  const std::string cmd =
+      test::cli_path().string() + " bench --attention-only --threads 1 --min-time 0.01 --contexts 64,4096";
   auto r = test::run_command(cmd + " --json 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
-  for (const char* skipped : {"read_probe", "compute_probe", "decode_gemv", "decode_moe_layer", "prefill_gemm"})
+  for (const char* skipped : {"read_probe", "decode_gemv", "decode_moe_layer", "prefill_gemm"})
     EXPECT_FALSE(j.contains(skipped)) << skipped;
-  ASSERT_EQ(j["attention"]["contexts"].size(), 2u);
-  for (const auto& row : j["attention"]["contexts"]) EXPECT_GT(row["indexer_us"].get<double>(), 0.0);
+  ASSERT_TRUE(j.contains("compute_probe"));
+  const auto& att = j["attention"];
+  ASSERT_EQ(att["contexts"].size(), 2u);
+  for (const auto& row : att["contexts"]) EXPECT_GT(row["indexer_us"].get<double>(), 0.0);
+  const auto& cp = j["compute_probe"];
+  const std::string isa = j["isa"];
+  const bool floors = cp["fma_f32_zmm"]["supported"].get<bool>() && cp["vpdpbusd_zmm"]["supported"].get<bool>() &&
+                      (isa == "avx512" || isa == "avx512bf16" || isa == "amx");
+  ASSERT_EQ(att.contains("floor"), floors) << isa;
+  if (floors) {
+    const double fma = att["floor"]["core_gflops"], dots = att["floor"]["indexer_gops"];
+    EXPECT_EQ(fma, cp["fma_f32_zmm"]["threads_gflops"].get<double>());
+    EXPECT_EQ(dots, cp["vpdpbusd_zmm"]["threads_gflops"].get<double>());
+    const double H = att["n_heads"], D = att["head_dim"], window = att["window"];
+    const double ih = att["index_heads"], idim = att["index_head_dim"];
+    for (const auto& row : att["contexts"]) {
+      const double rows = window + row["selected"].get<double>(), keys = row["compressed_entries"];
+      const double core = 4 * H * D * rows / fma * 1e-3, index = 2 * ih * idim * keys / dots * 1e-3;  // µs
+      EXPECT_NEAR(row["core_floor_us"].get<double>(), core, 1e-9 * core);
+      EXPECT_NEAR(row["indexer_floor_us"].get<double>(), index, 1e-9 * index);
+      EXPECT_NEAR(row["csa_floor_us"].get<double>(), core + index, 1e-9 * (core + index));
+    }
+  }
   r = test::run_command(cmd + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("attention per token, one CSA layer"), std::string::npos) << r.output;

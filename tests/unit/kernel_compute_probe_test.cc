@@ -1,8 +1,8 @@
 // unit: the compute probe (kernels/cpu/compute_probe.h). Its loops must issue exactly the instructions the
 // flop count assumes: each loop's folded result is checked against a scalar model of its chains, which
 // only matches when every chain ran `iters` instructions of the stated width (an FMA per lane; two bf16
-// products per fp32 lane; 32 products per AMX output element). Rates are checked for shape only (never
-// against a wall-clock threshold).
+// products per fp32 lane; four byte products per int32 lane; 32 products per AMX output element). Rates are checked for
+// shape only (never against a wall-clock threshold).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -63,6 +63,16 @@ TEST(KernelComputeProbe, Bf16DotLoopAddsTwoProductsPerLanePerInstruction) {
   }
 }
 
+TEST(KernelComputeProbe, Int8DotLoopAddsFourProductsPerLanePerInstruction) {
+  if (!compute_insn_supported(ComputeInsn::kInt8Dot)) GTEST_SKIP() << "no AVX512_VNNI + VBMI";
+  for (int64_t iters : {0, 1, 5, 1000}) {
+    std::vector<float> lanes;  // the int32 lanes' bits, as the loop folds them
+    for (int32_t i = 0; i < 16; ++i)
+      lanes.insert(lanes.end(), 16, std::bit_cast<float>(i + static_cast<int32_t>(4 * iters)));
+    EXPECT_EQ(detail::compute_loop_int8_dot(iters), fold(lanes)) << "iters=" << iters;
+  }
+}
+
 TEST(KernelComputeProbe, AmxLoopAdds32ProductsPerElementPerInstruction) {
   if (!compute_insn_supported(ComputeInsn::kAmxBf16)) GTEST_SKIP() << "no AMX";
   for (int64_t iters : {0, 1, 3, 1000}) {
@@ -75,7 +85,8 @@ TEST(KernelComputeProbe, AmxLoopAdds32ProductsPerElementPerInstruction) {
 
 TEST(KernelComputeProbe, ReportsEverySupportedInstructionOnEveryThread) {
   ThreadPool pool(2);
-  for (ComputeInsn insn : {ComputeInsn::kFp32Fma, ComputeInsn::kFp32FmaYmm, ComputeInsn::kBf16Dot, ComputeInsn::kAmxBf16}) {
+  for (ComputeInsn insn : {ComputeInsn::kFp32Fma, ComputeInsn::kFp32FmaYmm, ComputeInsn::kBf16Dot,
+                           ComputeInsn::kAmxBf16, ComputeInsn::kInt8Dot}) {
     const ComputePeak p = run_compute_probe(insn, 0.02, &pool);
     EXPECT_EQ(p.insn, insn);
     EXPECT_EQ(p.threads, 2);
@@ -93,6 +104,7 @@ TEST(KernelComputeProbe, ReportsEverySupportedInstructionOnEveryThread) {
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kFp32FmaYmm), 16);
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kBf16Dot), 64);
   EXPECT_EQ(compute_insn_flops(ComputeInsn::kAmxBf16), 16384);
+  EXPECT_EQ(compute_insn_flops(ComputeInsn::kInt8Dot), 128);
 }
 
 }  // namespace

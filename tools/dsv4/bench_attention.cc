@@ -46,7 +46,7 @@ std::vector<float> random_rows(int64_t n, int64_t d, uint64_t seed, bool fp4) {
 }  // namespace
 
 nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<int64_t>& contexts, double min_time,
-                               kernels::Isa isa, ThreadPool* pool, bool quiet) {
+                               kernels::Isa isa, ThreadPool* pool, bool quiet, const ComputePeaks* peaks) {
   const int64_t H = s.n_heads, D = s.head_dim;
   const kernels::AttentionOptions opt{isa, pool};
   const kernels::SparseAttentionShape shape{H, D, static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)))};
@@ -169,8 +169,27 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
       }
     }
 
+  // The arithmetic floors (bench_attention.h), where this run probed the instructions the kernels run on.
+  const kernels::Isa resolved = kernels::resolve_isa(isa);
+  const bool avx512_tier =
+      resolved == kernels::Isa::kAvx512 || resolved == kernels::Isa::kAvx512Bf16 || resolved == kernels::Isa::kAmx;
+  const kernels::ComputePeak* core_peak = !peaks        ? nullptr
+                                          : avx512_tier ? peaks->get(kernels::ComputeInsn::kFp32Fma)
+                                          : resolved == kernels::Isa::kAvx2
+                                              ? peaks->get(kernels::ComputeInsn::kFp32FmaYmm)
+                                              : nullptr;
+  const kernels::ComputePeak* index_peak =
+      peaks && avx512_tier && kernels::has_avx512_vnni_vbmi() ? peaks->get(kernels::ComputeInsn::kInt8Dot) : nullptr;
+  const bool floors = core_peak && index_peak && core_peak->threads_gflops > 0 && index_peak->threads_gflops > 0;
+  auto core_floor = [&](const CsaContext& st) {  // seconds
+    return 4.0 * static_cast<double>(H * D * (s.window + st.k)) / (core_peak->threads_gflops * 1e9);
+  };
+  auto index_floor = [&](const CsaContext& st) {
+    return 2.0 * static_cast<double>(s.index_heads * s.index_head_dim * st.n_comp) / (index_peak->threads_gflops * 1e9);
+  };
+
   nlohmann::json rows = nlohmann::json::array();
-  double csa_at_4k = 0, csa_at_64k = 0, cpu_at_4k = 0, cpu_at_64k = 0;
+  double csa_at_4k = 0, csa_at_64k = 0, cpu_at_4k = 0, cpu_at_64k = 0, floor_at_4k = 0, floor_at_64k = 0;
   for (const CsaContext& st : states) {
     const int64_t ctx = st.ctx, n_comp = st.n_comp, k = st.k;
     const double t_csa = st.t_csa, t_index = st.t_index, t_topk = st.t_topk, t_rows = st.t_rows, t_core = st.t_core;
@@ -189,13 +208,16 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
       });
     }
     const double cpu_dense = cpu_dense_sum / static_cast<double>(dense_calls - 1);
+    const double f_core = floors ? core_floor(st) : 0, f_index = floors ? index_floor(st) : 0;
     if (ctx == 4096) {
       csa_at_4k = t_csa;
       cpu_at_4k = cpu_csa;
+      floor_at_4k = f_core + f_index;
     }
     if (ctx == 65536) {
       csa_at_64k = t_csa;
       cpu_at_64k = cpu_csa;
+      floor_at_64k = f_core + f_index;
     }
     nlohmann::json row = {{"context", ctx},
                           {"compressed_entries", n_comp},
@@ -210,6 +232,11 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
     if (single) {
       row["csa_cpu_us_per_token"] = cpu_csa * 1e6;
       row["dense_cpu_us_per_token"] = cpu_dense * 1e6;
+    }
+    if (floors) {
+      row["core_floor_us"] = f_core * 1e6;
+      row["indexer_floor_us"] = f_index * 1e6;
+      row["csa_floor_us"] = (f_core + f_index) * 1e6;
     }
     rows.push_back(row);
     if (!quiet) {
@@ -235,6 +262,36 @@ nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<i
     if (single) {
       j["csa_64k_over_4k_cpu"] = cpu_at_64k / cpu_at_4k;
       if (!quiet) std::printf("  CSA per-token CPU time at 64K / at 4K: %.2fx\n", cpu_at_64k / cpu_at_4k);
+    }
+  }
+  if (floors) {
+    j["floor"] = {{"core_insn", kernels::compute_insn_name(core_peak->insn)},
+                  {"core_gflops", core_peak->threads_gflops},
+                  {"indexer_insn", kernels::compute_insn_name(index_peak->insn)},
+                  {"indexer_gops", index_peak->threads_gflops},
+                  {"threads", core_peak->threads}};
+    if (!quiet) {
+      std::printf(
+          "  arithmetic floor (%s %.0f GFLOP/s for q.k + P.V, %s %.0f Gop/s for the indexer's dots; %d "
+          "thread(s) at once):\n",
+          kernels::compute_insn_name(core_peak->insn), core_peak->threads_gflops,
+          kernels::compute_insn_name(index_peak->insn), index_peak->threads_gflops, core_peak->threads);
+      std::printf("  %8s %10s %10s %10s %14s %14s\n", "context", "floor us", "core", "indexer", "core/floor",
+                  "indexer/floor");
+      for (size_t c = 0; c < states.size(); ++c) {
+        const CsaContext& st = states[c];
+        const double fc = core_floor(st), fi = index_floor(st);
+        std::printf("  %8lld %10.1f %10.1f %10.1f %13.2fx %13.2fx\n", static_cast<long long>(st.ctx), (fc + fi) * 1e6,
+                    fc * 1e6, fi * 1e6, st.t_core / fc, fi > 0 ? st.t_index / fi : 0.0);
+      }
+    }
+    if (floor_at_4k > 0 && floor_at_64k > 0) {
+      j["csa_64k_over_4k_floor"] = floor_at_64k / floor_at_4k;
+      if (!quiet)
+        std::printf(
+            "  CSA per-token floor at 64K / at 4K: %.2fx (the best ratio these instructions allow; a faster core "
+            "raises it)\n",
+            floor_at_64k / floor_at_4k);
     }
   }
   return j;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "bench_compute.h"
 #include "io/model_config.h"
 #include "kernels/cpu/isa.h"
 
@@ -33,7 +34,13 @@ AttentionBenchShape attention_shape(const ModelConfig& cfg);
 // calls (the attention figures are compared as ratios across contexts). The CSA calls go round-robin over the
 // contexts for min_time per context, so that all of them see the same stretch of a shared host; dense
 // attention runs min_time per context after them. Prints a table unless `quiet`; returns the JSON section.
+//
+// With `peaks` (this run's compute probes), also each context's arithmetic floor: the core's q·k and P·V
+// (4·H·D flops per row attended) at the peak of the FMA its tiles run on, plus the indexer's dots (2 · index
+// heads · index dim integer ops per key) at VPDPBUSD's peak (where the indexer runs on it), all of the
+// pool's threads at once — what no kernel on this machine can beat, and so the best 64K / 4K ratio it
+// allows; each measured part is also given as a fraction of its floor.
 nlohmann::json bench_attention(const AttentionBenchShape& s, const std::vector<int64_t>& contexts, double min_time,
-                               kernels::Isa isa, ThreadPool* pool, bool quiet);
+                               kernels::Isa isa, ThreadPool* pool, bool quiet, const ComputePeaks* peaks = nullptr);
 
 }  // namespace dsv4::cli::bench

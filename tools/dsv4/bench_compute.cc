@@ -13,6 +13,7 @@ const kernels::ComputePeak* ComputePeaks::get(ComputeInsn insn) const {
   const kernels::ComputePeak* p = insn == ComputeInsn::kFp32Fma      ? &fp32_fma
                                   : insn == ComputeInsn::kFp32FmaYmm ? &fp32_fma_ymm
                                   : insn == ComputeInsn::kBf16Dot    ? &bf16_dot
+                                  : insn == ComputeInsn::kInt8Dot    ? &int8_dot
                                                                      : &amx_bf16;
   return p->supported && p->core_gflops > 0 ? p : nullptr;
 }
@@ -23,14 +24,16 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
   p.fp32_fma_ymm = kernels::run_compute_probe(ComputeInsn::kFp32FmaYmm, seconds, pool);
   p.bf16_dot = kernels::run_compute_probe(ComputeInsn::kBf16Dot, seconds, pool);
   p.amx_bf16 = kernels::run_compute_probe(ComputeInsn::kAmxBf16, seconds, pool);
+  p.int8_dot = kernels::run_compute_probe(ComputeInsn::kInt8Dot, seconds, pool);
   if (!quiet) {
     std::printf("compute probe (peak of each tile family's instruction; per core = flops per thread CPU-second):\n");
     std::printf("  %-14s %-44s %12s %16s %14s\n", "instruction", "used by", "GFLOP/s/core", "GFLOP/s threads",
                 "per CPU-s");
-    for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16}) {
-      const char* users = c->insn == ComputeInsn::kFp32Fma      ? "AVX-512 bf16, fp8 and fp4 tiles"
+    for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16, &p.int8_dot}) {
+      const char* users = c->insn == ComputeInsn::kFp32Fma      ? "AVX-512 tiles; sparse attention q.k, P.V"
                           : c->insn == ComputeInsn::kFp32FmaYmm ? "AVX2 bf16, fp8 and fp4 tiles"
                           : c->insn == ComputeInsn::kBf16Dot    ? "AVX512-BF16 bf16, fp8 and fp4 tiles"
+                          : c->insn == ComputeInsn::kInt8Dot    ? "lightning indexer dots (int8 ops, not flops)"
                                                                 : "AMX GEMMs (dense; experts >= 16 tok)";
       if (!c->supported) {
         std::printf("  %-14s %-44s %12s\n", kernels::compute_insn_name(c->insn), users, "n/a");
@@ -46,7 +49,7 @@ ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet) {
 
 nlohmann::json compute_peaks_json(const ComputePeaks& p) {
   nlohmann::json j = nlohmann::json::object();
-  for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16}) {
+  for (const kernels::ComputePeak* c : {&p.fp32_fma, &p.fp32_fma_ymm, &p.bf16_dot, &p.amx_bf16, &p.int8_dot}) {
     nlohmann::json e = {{"supported", c->supported}, {"flops_per_insn", kernels::compute_insn_flops(c->insn)}};
     if (c->supported) {
       e["core_gflops"] = c->core_gflops;

@@ -16,12 +16,12 @@ class ThreadPool;
 namespace dsv4::cli::bench {
 
 struct ComputePeaks {
-  kernels::ComputePeak fp32_fma, fp32_fma_ymm, bf16_dot, amx_bf16;
+  kernels::ComputePeak fp32_fma, fp32_fma_ymm, bf16_dot, amx_bf16, int8_dot;
   // The peak of `insn`, or nullptr where the CPU lacks it.
   const kernels::ComputePeak* get(kernels::ComputeInsn insn) const;
 };
 
-// Runs the four probes (about `seconds` each) on `pool`; prints a table unless `quiet`.
+// Runs the five probes (about `seconds` each) on `pool`; prints a table unless `quiet`.
 ComputePeaks run_compute_probes(ThreadPool* pool, double seconds, bool quiet);
 nlohmann::json compute_peaks_json(const ComputePeaks& p);
 

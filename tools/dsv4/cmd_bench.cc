@@ -44,7 +44,8 @@ using bench::time_per_call;
 constexpr int64_t kMiB = 1024 * 1024;
 
 constexpr const char* kUsage =
-    "usage: dsv4 bench [--model DIR [--model-only]] [--attention-only] [--json] [--threads N] [--isa auto|scalar|avx2|avx512|avx512bf16|amx]\n"
+    "usage: dsv4 bench [--model DIR [--model-only]] [--attention-only] [--json] [--threads N] [--isa "
+    "auto|scalar|avx2|avx512|avx512bf16|amx]\n"
     "                  [--probe-mb MB] [--working-set-mb MB] [--min-time SECONDS] [--contexts N,N,...]\n"
     "                  [--prefill-tokens N] [--decode-prompt N] [--decode-steps N] [--batches N,N,...]\n"
     "                  [--gemm-tokens N,N,...] [--backend cpu|reference]\n"
@@ -53,7 +54,8 @@ constexpr const char* kUsage =
     "  Measures read bandwidth, then FP4/FP8 GEMV (decode) and GEMM (prefill) kernels at V4-Flash shapes.\n"
     "  --model: also the checkpoint's weight bytes per decode token and the tokens/s the probe allows, then the\n"
     "  model itself: prefill tokens/s and GFLOP/s (--prefill-tokens, default 128), decode tokens/s at batch\n"
-    "  1, 4, 8 or --batches (--decode-steps after a --decode-prompt per sequence, default 16 / 16) with the weight bytes\n"
+    "  1, 4, 8 or --batches (--decode-steps after a --decode-prompt per sequence, default 16 / 16) with the weight "
+    "bytes\n"
     "  each step reads from the run's own routing, achieved GB/s and its ratio to the probe, tokens per CPU\n"
     "  second (steady under load with --threads 1), the speedup over batch 1 and its bandwidth ceiling\n"
     "  b * bytes_step(1) / bytes_step(b) (more distinct experts per step: a lower ceiling), and the fraction.\n"
@@ -67,7 +69,8 @@ constexpr const char* kUsage =
     "  the model's weights; the topology, the plan and the weights' resident bytes per node are printed.\n"
     "  Compute probe: the peak GFLOP/s of the instruction each tile family multiplies with (fp32 FMA zmm for\n"
     "  the bf16, fp8 and fp4 tiles, vdpbf16ps zmm for comparison, AMX tdpbf16ps for dense GEMMs and expert\n"
-    "  GEMMs of >= 16 tokens: --amx-*-tokens), per core (flops per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
+    "  GEMMs of >= 16 tokens: --amx-*-tokens, vpdpbusd zmm for the lightning indexer's dots), per core (flops\n"
+    "  per thread CPU-second) and on all --threads (wall). A GEMM or decode row\n"
     "  of F flops in t seconds is then at F / t / peak of its\n"
     "  instructions' compute peak (decode: sum over weight families of flops / peak, weight matmuls only) and\n"
     "  at bytes / t / probe of the read bandwidth: the row is bound by whichever fraction is nearer 100%.\n"
@@ -85,9 +88,12 @@ constexpr const char* kUsage =
     "  --amx-dense-tokens / --amx-routed-tokens: the model's AMX routing (kernels::AmxRouting): the fewest rows\n"
     "  a dense projection (attention, indexer, compressor, gate, shared expert, head) / a routed expert's call\n"
     "  runs on AMX with; defaults 1 / 16.\n"
-    "  --attention-only: only the attention section (no probes, GEMV, MoE, prefill GEMM or model rows).\n"
+    "  --attention-only: only the compute probes and the attention section (no read probe, GEMV, MoE, prefill\n"
+    "  GEMM or model rows).\n"
     "  --contexts: the context lengths of the attention section (default 1024,4096,16384,65536): per-token\n"
-    "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention.\n"
+    "  cost of one CSA layer (indexer + top-k + sparse core, the model's shapes) against dense attention, and\n"
+    "  on AVX-512 CPUs with VNNI its arithmetic floor: q.k + P.V at the fp32 FMA's probed peak plus the\n"
+    "  indexer's dots at VPDPBUSD's, each part's time over its floor, and the best 64K / 4K ratio they allow.\n"
     "  --gemm-tokens: the token counts m of the prefill GEMM rows (default 1,4,8,16,64,256).\n";
 
 enum class Kind { kFp4, kFp8, kBf16 };
@@ -541,11 +547,14 @@ int cmd_bench(int argc, char** argv) {
   report["llc_bytes"] = llc;
   report["model_only"] = model_only;
 
-  // --attention-only: section 5 alone (its rows are times, read against nothing the probes measure).
+  // --attention-only: section 5 alone, with the compute probes its arithmetic floor is read against (no read
+  // probe: at these sizes the attention's state is cache-resident or a few rows per block).
   if (attention_only) {
     if (!json) std::printf("machine: %d threads, isa %s\n", pool.n_threads(), kernels::isa_name(used));
+    const bench::ComputePeaks peaks = bench::run_compute_probes(&pool, *min_time, json);
+    report["compute_probe"] = bench::compute_peaks_json(peaks);
     const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
-    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
+    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json, &peaks);
     if (json) std::printf("%s\n", report.dump(2).c_str());
     return 0;
   }
@@ -605,7 +614,7 @@ int cmd_bench(int argc, char** argv) {
     bench_weight_kernels(*ws_mb, *gemm_tokens, *min_time, used, &pool, amx, probe, peaks, json, report);
     // The model's CSA shapes (V4-Flash's without --model).
     const bench::AttentionBenchShape ashape = model_cfg ? bench::attention_shape(*model_cfg) : bench::AttentionBenchShape{};
-    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json);
+    report["attention"] = bench::bench_attention(ashape, *contexts, *min_time, used, &pool, json, &peaks);
   }
 
   // 6. The model end to end: prefill, decode at batch 1/4/8 against the probe.

@@ -32,6 +32,8 @@ uint64_t run_loop(ComputeInsn insn, int64_t iters) {
       return detail::compute_loop_bf16_dot(iters);
     case ComputeInsn::kAmxBf16:
       return detail::compute_loop_amx_bf16(iters);
+    case ComputeInsn::kInt8Dot:
+      return detail::compute_loop_int8_dot(iters);
   }
 #endif
   (void)insn;
@@ -53,6 +55,8 @@ const char* compute_insn_name(ComputeInsn insn) {
       return "vdpbf16ps_zmm";
     case ComputeInsn::kAmxBf16:
       return "tdpbf16ps";
+    case ComputeInsn::kInt8Dot:
+      return "vpdpbusd_zmm";
   }
   return "?";
 }
@@ -67,6 +71,8 @@ int64_t compute_insn_flops(ComputeInsn insn) {
       return 2 * 32;
     case ComputeInsn::kAmxBf16:
       return 2 * 16 * 16 * 32;
+    case ComputeInsn::kInt8Dot:
+      return 2 * 64;
   }
   return 0;
 }
@@ -81,6 +87,8 @@ bool compute_insn_supported(ComputeInsn insn) {
       return isa_supported(Isa::kAvx512) && has_avx512_bf16();
     case ComputeInsn::kAmxBf16:
       return isa_supported(Isa::kAmx);
+    case ComputeInsn::kInt8Dot:
+      return isa_supported(Isa::kAvx512) && has_avx512_vnni_vbmi();
   }
   return false;
 }

@@ -13,14 +13,17 @@ class ThreadPool;
 namespace dsv4::kernels {
 
 enum class ComputeInsn {
-  kFp32Fma,  // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16, fp8, fp4 and fp4 nibble planes)
+  kFp32Fma,     // vfmadd231ps zmm: 16 MACs = 32 flops (the fp32 tiles: bf16, fp8, fp4 and fp4 nibble planes)
   kFp32FmaYmm,  // vfmadd231ps ymm: 8 MACs = 16 flops (the AVX2 tiles: bf16, fp8, fp4)
-  kBf16Dot,  // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 tiles: FP8, FP4, BF16, on bf16-exact activations)
-  kAmxBf16,  // tdpbf16ps on 16x16 fp32 tiles: 8192 MACs = 16384 flops (the AMX prefill GEMMs)
+  kBf16Dot,     // vdpbf16ps zmm: 32 MACs = 64 flops (the AVX512-BF16 tiles: FP8, FP4, BF16, on bf16-exact activations)
+  kAmxBf16,     // tdpbf16ps on 16x16 fp32 tiles: 8192 MACs = 16384 flops (the AMX prefill GEMMs)
+  kInt8Dot,     // vpdpbusd zmm: 64 u8 x s8 MACs = 128 ops (the lightning indexer's dots, indexer_int8_avx512.cc)
 };
 
-const char* compute_insn_name(ComputeInsn insn);  // "fma_f32_zmm", "fma_f32_ymm", "vdpbf16ps_zmm", "tdpbf16ps"
-// Flops one instruction performs (a multiply-add counts 2).
+// "fma_f32_zmm", "fma_f32_ymm", "vdpbf16ps_zmm", "tdpbf16ps", "vpdpbusd_zmm"
+const char* compute_insn_name(ComputeInsn insn);
+// Flops one instruction performs (a multiply-add counts 2; integer multiply-adds count the same: the
+// GFLOP/s figures of kInt8Dot are 1e9 integer operations per second).
 int64_t compute_insn_flops(ComputeInsn insn);
 // Whether this CPU and process can run the instruction (AMX also needs the XTILEDATA permission, which
 // isa.cc requests).
@@ -52,6 +55,7 @@ uint64_t compute_loop_fp32_fma(int64_t iters);
 uint64_t compute_loop_fp32_fma_ymm(int64_t iters);
 uint64_t compute_loop_bf16_dot(int64_t iters);
 uint64_t compute_loop_amx_bf16(int64_t iters);
+uint64_t compute_loop_int8_dot(int64_t iters);
 #endif
 // Instructions one iteration of the loop issues.
 int64_t compute_loop_insns(ComputeInsn insn);

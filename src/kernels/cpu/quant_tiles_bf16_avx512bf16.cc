@@ -56,7 +56,7 @@ inline void dp_step(const Bf16Tile& t, const uint16_t* const* w, const uint16_t*
   }
 }
 
-#include "kernels/cpu/reduce16_avx512.inc"  // reduce16: the lane tree of the order above
+#include "kernels/cpu/reduce16_avx512.inc"  // reduce16, reduce16_x16: the lane tree of the order above
 
 // Columns are taken in chunks of kKChunk, the lane accumulators waiting in memory between chunks (the same
 // chain per (row, token), so the same sums). Tried: 512-column chunks, so that 8 tokens' packed activation
@@ -154,8 +154,21 @@ void dp_rows(Bf16Tile& t) {
       dp_chunk<R, true>(t, kb, ke, st);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = reduce16(st.acc[r][j]);
+  if (t.n_tokens >= 4) {
+    // Two rows' 8 token slots per transposed tree (the same sums; slots past n_tokens are +0 and rows past R
+    // read zeros, their results unused).
+    static_assert(kTileTokens == 8 && kBf16TileRows % 2 == 0, "a tree covers two rows' token slots");
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r += 2) {
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) v[i] = r + i / 8 < R ? st.acc[r + i / 8][i % 8] : _mm512_setzero_ps();
+      _mm512_storeu_ps(&t.sums[r][0], reduce16_x16(v));
+    }
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < t.n_tokens; ++j) t.sums[r][j] = reduce16(st.acc[r][j]);
+  }
   const __m512i* wmin = st.wmin;
   bool rows_ok[R];
   bool all_ok = true;

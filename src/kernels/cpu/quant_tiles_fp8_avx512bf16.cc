@@ -25,7 +25,7 @@
 //   per 128-K chunk c, lane p (16 lanes): s = +0; for half h = 0, 1 (64 codes), for v = A, B:
 //     s = (s + w[o]·x[o]) + w[e]·x[e],  e / o the even / odd code of pair p of v (VDPBF16PS: odd first)
 //   acc_p = fma(s, 2^(scale_c − 127), acc_p)          (the block scale: exact power of two, one rounding)
-//   result = ((acc_p + acc_{p+8}) over p < 8, then + 4, + 2, + 1 lanes)   (an explicit reduction tree)
+//   result = ((acc_p + acc_{p+8}) over p < 8, then + 4, + 2, + 1 lanes)   (reduce16_avx512.inc)
 // VDPBF16PS treats bf16 denormal inputs as zero and flushes denormal results; products of bf16 values are
 // exact in fp32. The caller guarantees (fp8_prepare_x_bf16pairs refuses anything else) every activation
 // is bf16-exact with each nonzero |x| ≥ 2^-100, and every E4M3 value is a multiple of 2^-9, so every
@@ -128,7 +128,7 @@ inline void chunk_halves(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&p
   }
 }
 
-// acc[r·T + j] += part · 2^(e−127): a fused multiply-add on purpose — the scale is a power of two, so the
+// acc + part · 2^(e−127), e row r's scale of this chunk: a fused multiply-add on purpose — the scale is a power of two, so the
 // product is exact (or an fp32 overflow / underflow, rounded once with the sum), as the emulation's
 // std::fma.
 inline __m512 scale_add(const Fp8Tile& t, int r, int64_t kb, __m512 part, __m512 acc) {
@@ -138,8 +138,9 @@ inline __m512 scale_add(const Fp8Tile& t, int r, int64_t kb, __m512 part, __m512
 // The same chunk for the wide tiles (R · T > 8), in the same order: the chunk's codes of every row decoded
 // first (both halves' A and B: 4 vectors a row), then token by token its four VDPBF16PS a row into a
 // fresh part and the scale FMA. Only R parts are live, so 2 × 8 accumulators fit in registers: with
-// chunk_halves' 16 parts they went through memory every chunk (fp8_gemm m=8 256x4096 84-88 → 73-77 µs).
-// chunk_halves stays for the small tiles: decoding the whole chunk first made m=1 slower (17.8 → 22.5 µs).
+// chunk_halves' 16 parts they went through memory every chunk (dsv4_bench fp8_gemm/avx512bf16 m=8 256x4096
+// 84.6-86.7 → 78.3-79.2 µs). chunk_halves stays for the small tiles: decoding the whole chunk first made m=1
+// slower (17.8 → 22.5 µs).
 template <int R, int T, bool kTail>
 inline void chunk_whole(const Fp8Tile& t, const Luts& l, int64_t kb, __m512 (&acc)[R][T]) {
   const int64_t len = t.k - kb;

@@ -44,17 +44,8 @@ struct Avx2 {
   using F = __m256;
   using D = __m256d;
   using Tail = int64_t;  // the length: full loads stay unmasked
-  struct DTail {
-    __m256i m64;  // 4 double lanes
-    __m128i m32;  // the same 4 lanes as fp32
-  };
 
   static Tail tail(int64_t len) { return len; }
-  static DTail dtail(int64_t len) {
-    const int64_t n = len >= 4 ? 4 : len;
-    return {_mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)),
-            _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(n)), _mm_setr_epi32(0, 1, 2, 3))};
-  }
 
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float x) { return _mm256_set1_ps(x); }
@@ -106,15 +97,7 @@ struct Avx2 {
   }
 
   static D zero_pd() { return _mm256_setzero_pd(); }
-  static D set1_pd(double x) { return _mm256_set1_pd(x); }
-  static D load_pd(const double* p) { return _mm256_loadu_pd(p); }
-  static D load_pd(DTail t, const double* p) { return _mm256_maskload_pd(p, t.m64); }
-  static void store_pd(double* p, D v) { _mm256_storeu_pd(p, v); }
-  static void store_pd(DTail t, double* p, D v) { _mm256_maskstore_pd(p, t.m64, v); }
-  static D fmadd_pd(D a, D b, D c) { return _mm256_fmadd_pd(a, b, c); }
   static D add_pd(D a, D b) { return _mm256_add_pd(a, b); }
-  static D widen(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
-  static D widen(DTail t, const float* p) { return _mm256_cvtps_pd(_mm_maskload_ps(p, t.m32)); }
   static D widen_lo(F v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
   static D widen_hi(F v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
   static F narrow(D lo, D hi) { return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo)); }

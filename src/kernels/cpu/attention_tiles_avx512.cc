@@ -30,13 +30,9 @@ struct Avx512 {
   using F = __m512;
   using D = __m512d;
   using Tail = __mmask16;
-  using DTail = __mmask8;
 
   static Tail tail(int64_t len) {
     return len >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << len) - 1u);
-  }
-  static DTail dtail(int64_t len) {
-    return len >= 8 ? static_cast<__mmask8>(0xFF) : static_cast<__mmask8>((1u << len) - 1u);
   }
 
   static F zero() { return _mm512_setzero_ps(); }
@@ -77,16 +73,12 @@ struct Avx512 {
                          _mm512_shuffle_f32x4(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
   }
 
-  static D zero_pd() { return _mm512_setzero_pd(); }
-  static D set1_pd(double x) { return _mm512_set1_pd(x); }
-  static D load_pd(const double* p) { return _mm512_loadu_pd(p); }
-  static D load_pd(DTail m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
-  static void store_pd(double* p, D v) { _mm512_storeu_pd(p, v); }
-  static void store_pd(DTail m, double* p, D v) { _mm512_mask_storeu_pd(p, m, v); }
-  static D fmadd_pd(D a, D b, D c) { return _mm512_fmadd_pd(a, b, c); }
-  static D add_pd(D a, D b) { return _mm512_add_pd(a, b); }
-  static D widen(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
-  static D widen(DTail m, const float* p) { return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, p)); }
+  static D zero_pd() {
+    return _mm512_setzero_pd();
+  }
+  static D add_pd(D a, D b) {
+    return _mm512_add_pd(a, b);
+  }
   static D widen_lo(F v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
   static D widen_hi(F v) { return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
   static F narrow(D lo, D hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1); }
